@@ -1,0 +1,75 @@
+# TGS build: plain gcc, no CUDA toolkit needed.  `make` builds the C parts into
+# build/; `make test` also creates the venv (.venv/) and runs the whole suite.
+
+PYTHON  ?= python3
+CC      ?= gcc
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+BUILD   := build
+
+CFLAGS_COMMON := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Werror -Ilibshim/include -D_GNU_SOURCE
+HEADERS := $(wildcard libshim/include/tgs/*.h)
+
+SIM_SRC   := $(wildcard libshim/sim/*.c)
+SIM_HDR   := $(wildcard libshim/sim/*.h)
+SHIM_SRC  := $(wildcard libshim/*.c)
+SHIM_HDR  := $(wildcard libshim/*.h)
+WL_SRC    := $(wildcard bench/workload/*.c)
+WL_HDR    := $(wildcard bench/workload/*.h)
+
+TARGETS :=
+ifneq ($(SIM_SRC),)
+TARGETS += $(BUILD)/sim/libcuda.so.1 $(BUILD)/sim/libcuda.so
+endif
+ifneq ($(SHIM_SRC),)
+TARGETS += $(BUILD)/libtgs.so
+endif
+ifneq ($(WL_SRC),)
+TARGETS += $(BUILD)/bin/tgs-workload
+endif
+
+.PHONY: all venv test lint demo bench clean
+all: $(TARGETS)
+
+# The simulated driver.  -Bsymbolic binds its internal calls inside the library,
+# as the real driver does, so an LD_PRELOAD shim never sees them.
+$(BUILD)/sim/libcuda.so.1: $(SIM_SRC) $(SIM_HDR) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,--no-undefined \
+		-o $@ $(SIM_SRC) -lpthread -lm
+$(BUILD)/sim/libcuda.so: $(BUILD)/sim/libcuda.so.1
+	ln -sf libcuda.so.1 $@
+
+# The shim (LD_PRELOAD).
+$(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -shared -Wl,-soname,libtgs.so -Wl,--no-undefined \
+		-o $@ $(SHIM_SRC) -ldl -lpthread
+
+# The driver-API workload: loads libcuda at run time, never links it.
+$(BUILD)/bin/tgs-workload: $(WL_SRC) $(WL_HDR) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -o $@ $(WL_SRC) -ldl -lpthread -lm
+
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test]'
+	touch $@
+venv: $(VENV)/.stamp
+
+test: all venv
+	$(VENV)/bin/ruff check .
+	$(VPY) -m pytest -q
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+demo: all venv
+	$(VPY) -m tgs.bench.demo
+
+bench: all venv
+	$(VPY) -m tgs.bench.main
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,1 @@
+"""The node daemon: job registry, token allocation policies, ZeroMQ control plane."""

@@ -1,0 +1,158 @@
+/*
+ * tgs/segment.h: the shared-memory segment between the controller and the
+ * shims of one job.  This header is the single source of truth for both
+ * sides: the shim includes it, and intercept/ (Python, cffi) parses the part
+ * between the CDEF markers.  Keep that part to what cffi's cdef parser
+ * accepts: plain structs of fixed-size integers and chars, and "#define NAME
+ * <integer literal>" constants.  No other copy of this layout may exist.
+ *
+ * One segment per job: a regular file (default under /dev/shm or the
+ * controller's segment directory, bind-mountable into a container) of
+ * exactly header.total_size bytes, mapped MAP_SHARED by the controller and by
+ * every process of the job.  docs/segment.md describes it for humans.
+ *
+ * Concurrency rules (who writes what):
+ *   - header identity fields: written once by the creator (the controller or
+ *     intercept.segment.create), before the file is renamed into place;
+ *   - header "control" fields and each slot's "control" line: written by the
+ *     controller only, as aligned 64-bit stores; the shim reads them with
+ *     relaxed loads and must tolerate any value changing at any time;
+ *   - the memory ledger (header.mem_used, ledger_dirty, each slot's mem_used):
+ *     changed only while holding the LEDGER LOCK;
+ *   - a slot's identity/status lines and lanes: written only by the process
+ *     that owns the slot (lanes: one writer thread per lane, except the last
+ *     lane, which overflow threads share with atomic adds).
+ *
+ * Locks are Linux open-file-description locks (fcntl F_OFD_SETLK/SETLKW/
+ * GETLK, l_whence=SEEK_SET, l_len=1) on the segment file, so the kernel
+ * releases them when the owner dies, even by SIGKILL, and they work across
+ * PID namespaces (containers): liveness never depends on PIDs.
+ *   - byte TGS_SEG_LOCK_LEDGER: the ledger lock (write lock, held briefly);
+ *   - byte TGS_SEG_LOCK_SLOT_BASE + i: held (write lock) for as long as the
+ *     owner of slot i lives.  A slot whose state is ACTIVE while nobody holds
+ *     its lock belongs to a dead process.
+ *
+ * Claiming a slot (shim): for i in 0..nslots-1, try F_OFD_SETLK on slot i's
+ * byte; on success, if state != FREE the previous owner died: reclaim it
+ * (below) first; then fill identity, set state = ACTIVE (release store).
+ * Reclaiming slot i (shim or controller, holding slot i's lock): take the
+ * ledger lock, header.mem_used -= slot.mem_used, slot.mem_used = 0, release
+ * the ledger lock, zero the slot's status line and lanes, state = FREE.
+ *
+ * Ledger updates: take the ledger lock; set ledger_dirty = 1; update
+ * slot.mem_used then header.mem_used; set ledger_dirty = 0; release.  A
+ * taker that finds ledger_dirty == 1 (the previous holder died mid-update)
+ * recomputes header.mem_used as the sum of slot.mem_used over all slots.
+ * Admission: an allocation of n bytes is admitted only if
+ * header.mem_used + n <= header.mem_quota, checked and recorded under the
+ * lock before the real driver is called (and undone if the driver fails), so
+ * concurrent processes can never admit more than the quota together.
+ */
+#ifndef TGS_SEGMENT_H
+#define TGS_SEGMENT_H
+
+#include <stdint.h>
+
+/* CDEF-BEGIN */
+#define TGS_SEG_MAGIC 0x3147534D53474754
+#define TGS_SEG_VERSION 1
+#define TGS_SEG_MAX_SLOTS 128
+#define TGS_SEG_LANES 16
+#define TGS_SEG_NAME_MAX 64
+#define TGS_SEG_UUID_MAX 48
+
+#define TGS_SEG_LOCK_LEDGER 0
+#define TGS_SEG_LOCK_SLOT_BASE 64
+
+/* Compute rates are in work units per second; one work unit is one GPU
+ * thread launched (grid blocks x threads per block).  TGS_RATE_UNLIMITED
+ * means "never throttle": the launch path then only bumps its lane. */
+#define TGS_RATE_UNLIMITED 0xFFFFFFFFFFFFFFFF
+#define TGS_QUOTA_UNLIMITED 0xFFFFFFFFFFFFFFFF
+
+#define TGS_SLOT_FREE 0
+#define TGS_SLOT_ACTIVE 1
+
+#define TGS_PRIORITY_PRODUCTION 0
+#define TGS_PRIORITY_OPPORTUNISTIC 1
+
+/* One lane = one cache line, written by one thread of the owning process. */
+struct tgs_lane {
+    uint64_t launches;      /* kernel launches (a graph launch counts its kernel nodes) */
+    uint64_t work;          /* work units launched */
+    uint64_t throttled_ns;  /* time spent waiting for tokens */
+    uint64_t throttled;     /* launches that had to wait */
+    uint64_t pad[4];
+};
+
+struct tgs_slot {
+    /* identity: written by the owner when it claims the slot */
+    uint32_t state;         /* TGS_SLOT_FREE / TGS_SLOT_ACTIVE */
+    int32_t pid;            /* pid in the owner's own PID namespace (informational only) */
+    uint64_t generation;    /* incremented at each claim */
+    uint64_t claimed_ns;    /* CLOCK_MONOTONIC at claim */
+    uint32_t lanes_used;    /* lanes handed out so far (owner-internal counter) */
+    uint32_t pad0;
+    char comm[32];          /* process name, NUL-terminated */
+
+    /* control: written by the controller only */
+    uint64_t rate;          /* work units per second, or TGS_RATE_UNLIMITED */
+    uint64_t burst;         /* bucket depth in work units */
+    uint64_t inflight_cap;  /* max work launched-but-not-complete; 0 = no cap */
+    uint64_t control_seq;   /* bumped by the controller on every change */
+    uint64_t pad1[4];
+
+    /* status: written by the owner */
+    uint64_t heartbeat_ns;  /* CLOCK_MONOTONIC, refreshed on slow paths and by the shim's timer */
+    uint64_t mem_used;      /* bytes admitted for this process (under the ledger lock) */
+    uint64_t inflight_work; /* work units launched and not known complete */
+    uint64_t oom_count;     /* allocations refused for the quota */
+    uint64_t alloc_count;   /* allocations admitted */
+    uint64_t pad2[3];
+
+    struct tgs_lane lanes[16];
+};
+
+struct tgs_seg_header {
+    /* identity: written once by the creator */
+    uint64_t magic;         /* TGS_SEG_MAGIC */
+    uint32_t version;       /* TGS_SEG_VERSION */
+    uint32_t header_size;   /* sizeof(struct tgs_seg_header) */
+    uint64_t total_size;    /* header_size + nslots * slot_size */
+    uint32_t slot_size;     /* sizeof(struct tgs_slot) */
+    uint32_t nslots;        /* <= TGS_SEG_MAX_SLOTS */
+    uint32_t lanes;         /* TGS_SEG_LANES */
+    int32_t device_index;   /* device ordinal the job is bound to */
+    uint64_t created_ns;    /* CLOCK_REALTIME at creation */
+    char job_name[64];
+    char device_uuid[48];
+    uint64_t pad0[4];
+
+    /* control: written by the controller only */
+    uint64_t mem_quota;     /* bytes for the whole job, or TGS_QUOTA_UNLIMITED */
+    uint64_t default_rate;  /* rate for a newly claimed slot */
+    uint64_t default_burst;
+    uint64_t default_inflight_cap;
+    uint32_t priority;      /* TGS_PRIORITY_* */
+    uint32_t weight;
+    uint64_t controller_heartbeat_ns;
+    uint64_t control_seq;
+    uint64_t pad1;
+
+    /* memory ledger: under the ledger lock */
+    uint64_t mem_used;      /* bytes admitted for the whole job */
+    uint64_t mem_peak;
+    uint32_t ledger_dirty;
+    uint32_t pad2;
+    uint64_t pad3[5];
+};
+/* CDEF-END */
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct tgs_lane) == 64, "lane is one cache line");
+_Static_assert(sizeof(struct tgs_slot) % 64 == 0, "slot is whole cache lines");
+_Static_assert(sizeof(struct tgs_seg_header) == 320, "header layout");
+_Static_assert(sizeof(struct tgs_slot) == 1216, "slot layout");
+#endif
+
+#endif /* TGS_SEGMENT_H */

@@ -1,0 +1,1 @@
+"""User-facing commands: tgs-run, tgsctl, tgs-inject."""

@@ -76,6 +76,19 @@
 #define TGS_PRIORITY_PRODUCTION 0
 #define TGS_PRIORITY_OPPORTUNISTIC 1
 
+/* header.gate_flags: fine-grained coordination through the device segment.
+ * PUBLISH: this (production) job's processes count themselves in
+ *   prod_active from their first launch after a synchronize until the next
+ *   synchronize returns (the GPU has work of theirs queued or running).
+ * WAIT: this (opportunistic) job's launches wait (sleeping, at most
+ *   gate_max_wait_us) while prod_active > 0, so its work lands in the idle
+ *   gaps that production leaves. */
+#define TGS_GATE_PUBLISH 1
+#define TGS_GATE_WAIT 2
+
+#define TGS_DEV_MAGIC 0x3156454453474754
+#define TGS_DEV_VERSION 1
+
 /* One lane = one cache line, written by one thread of the owning process. */
 struct tgs_lane {
     uint64_t launches;      /* kernel launches (a graph launch counts its kernel nodes) */
@@ -108,7 +121,9 @@ struct tgs_slot {
     uint64_t inflight_work; /* work units launched and not known complete */
     uint64_t oom_count;     /* allocations refused for the quota */
     uint64_t alloc_count;   /* allocations admitted */
-    uint64_t pad2[3];
+    uint32_t dev_active;    /* 1 while this process counts in the device segment's prod_active */
+    uint32_t pad2a;
+    uint64_t pad2[2];
 
     struct tgs_lane lanes[16];
 };
@@ -137,7 +152,8 @@ struct tgs_seg_header {
     uint32_t weight;
     uint64_t controller_heartbeat_ns;
     uint64_t control_seq;
-    uint64_t pad1;
+    uint32_t gate_flags;    /* TGS_GATE_* */
+    uint32_t gate_max_wait_us; /* an opportunistic launch waits at most this long for production to go idle */
 
     /* memory ledger: under the ledger lock */
     uint64_t mem_used;      /* bytes admitted for the whole job */
@@ -146,6 +162,24 @@ struct tgs_seg_header {
     uint32_t pad2;
     uint64_t pad3[5];
 };
+
+/* The device segment: one small file per GPU, named "device-<index>.seg" in
+ * the same directory as the job segments (so one bind mount carries both),
+ * created by the controller.  Shims map it MAP_SHARED; a missing or invalid
+ * device segment only disables gating (never an error for the job). */
+struct tgs_dev_segment {
+    uint64_t magic;         /* TGS_DEV_MAGIC */
+    uint32_t version;       /* TGS_DEV_VERSION */
+    uint32_t size;          /* sizeof(struct tgs_dev_segment) */
+    int32_t device_index;
+    uint32_t pad0;
+    uint64_t pad1[5];
+    /* changed with atomic add/sub by production shims on idle<->busy
+     * transitions only; read with relaxed loads by opportunistic shims;
+     * re-computed by the controller from live slots' dev_active */
+    uint64_t prod_active;
+    uint64_t pad2[7];
+};
 /* CDEF-END */
 
 #ifndef __cplusplus
@@ -153,6 +187,7 @@ _Static_assert(sizeof(struct tgs_lane) == 64, "lane is one cache line");
 _Static_assert(sizeof(struct tgs_slot) % 64 == 0, "slot is whole cache lines");
 _Static_assert(sizeof(struct tgs_seg_header) == 320, "header layout");
 _Static_assert(sizeof(struct tgs_slot) == 1216, "slot layout");
+_Static_assert(sizeof(struct tgs_dev_segment) == 128, "device segment layout");
 #endif
 
 #endif /* TGS_SEGMENT_H */

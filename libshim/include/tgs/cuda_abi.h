@@ -55,14 +55,19 @@ typedef enum cudaError_enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_IMAGE = 200,
     CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_ALREADY_MAPPED = 208,
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+    CUDA_ERROR_NOT_MAPPED = 211,
+    CUDA_ERROR_INVALID_PTX = 218,
     CUDA_ERROR_INVALID_SOURCE = 300,
     CUDA_ERROR_FILE_NOT_FOUND = 301,
     CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+    CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
     CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_UNKNOWN = 999
@@ -332,6 +337,22 @@ typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
     CUcontext ctx;
 } CUDA_KERNEL_NODE_PARAMS_v2;
 
+typedef enum CUgraphInstantiateResult_enum {
+    CUDA_GRAPH_INSTANTIATE_SUCCESS = 0,
+    CUDA_GRAPH_INSTANTIATE_ERROR = 1,
+    CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE = 2,
+    CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED = 3,
+    CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED = 4,
+    CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED = 5
+} CUgraphInstantiateResult;
+
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    CUgraphInstantiateResult result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+
 typedef enum CUstream_flags_enum {
     CU_STREAM_DEFAULT = 0x0,
     CU_STREAM_NON_BLOCKING = 0x1
@@ -498,6 +519,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuGraphInstantiate, (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)) \
     X(cuGraphInstantiate_v2, (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)) \
     X(cuGraphInstantiateWithFlags, (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)) \
+    X(cuGraphInstantiateWithParams, (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)) \
+    X(cuGraphInstantiateWithParams_ptsz, (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)) \
     X(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuGraphExecDestroy, (CUgraphExec hGraphExec)) \

@@ -26,6 +26,9 @@ TARGETS += $(BUILD)/libtgs.so
 endif
 ifneq ($(WL_SRC),)
 TARGETS += $(BUILD)/bin/tgs-workload
+ifneq ($(SIM_SRC),)
+TARGETS += $(BUILD)/bin/tgs-workload-linked
+endif
 endif
 
 .PHONY: all venv test lint demo bench clean
@@ -50,6 +53,14 @@ $(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS)
 $(BUILD)/bin/tgs-workload: $(WL_SRC) $(WL_HDR) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -o $@ $(WL_SRC) -ldl -lpthread -lm
+
+# The same workload linked with -lcuda (--resolve link).  Linked against the
+# simulator's libcuda.so but with no rpath: at run time LD_LIBRARY_PATH or the
+# system's libcuda.so.1 decides, as for any program linked with the toolkit.
+$(BUILD)/bin/tgs-workload-linked: $(WL_SRC) $(WL_HDR) $(HEADERS) $(BUILD)/sim/libcuda.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -DTGS_WORKLOAD_LINKED -o $@ $(WL_SRC) \
+		-L$(BUILD)/sim -Wl,-rpath-link,$(BUILD)/sim -lcuda -ldl -lpthread -lm
 
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

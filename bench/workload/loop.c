@@ -1,0 +1,135 @@
+/*
+ * The job itself: warm-up, then iterations of (launch K kernels,
+ * synchronize, host gap) for N iterations or T seconds, with progress lines
+ * and a summary.  SIGINT/SIGTERM end the run early but still summarise.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "workload.h"
+
+/* The only mutable global: set by the signal handler, read by the loop. */
+static struct {
+    volatile sig_atomic_t stop;
+} wl_signals;
+
+static void wl_on_signal(int sig)
+{
+    (void)sig;
+    wl_signals.stop = 1;
+}
+
+void wl_loop_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = wl_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static double wl_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Host-side gap (data loading); a signal cuts it short. */
+static void wl_gap(double ms)
+{
+    if (ms <= 0.0)
+        return;
+    double ns = ms * 1e6;
+    struct timespec req = {(time_t)(ns / 1e9), (long)(ns - (double)(time_t)(ns / 1e9) * 1e9)};
+    struct timespec rem;
+    while (nanosleep(&req, &rem) != 0 && errno == EINTR && !wl_signals.stop)
+        req = rem;
+}
+
+/* One iteration; returns the seconds spent in launch + synchronize. */
+static double wl_iteration(struct wl_run *run, struct wl_counts *counts)
+{
+    double t0 = wl_now_s();
+    wl_launch_iteration(run);
+    wl_synchronize(run);
+    double busy = wl_now_s() - t0;
+    counts->kernels += run->cfg.kernels;
+    counts->work += (uint64_t)run->cfg.kernels * run->geo.grid * run->geo.block;
+    wl_gap(run->cfg.gap_ms);
+    return busy;
+}
+
+static void wl_progress(const struct wl_run *run, double t, uint64_t iters, double window_s,
+                        uint64_t window_iters)
+{
+    struct wl_json j;
+    wl_json_begin(&j, "progress", run->cfg.name);
+    wl_json_num(&j, "t_s", t);
+    wl_json_uint(&j, "iters", iters);
+    wl_json_num(&j, "window_s", window_s);
+    wl_json_uint(&j, "window_iters", window_iters);
+    wl_json_num(&j, "it_per_s", window_s > 0 ? (double)window_iters / window_s : 0.0);
+    wl_json_emit(&j);
+}
+
+static void wl_summary(const struct wl_run *run, struct wl_stats *st, double elapsed,
+                       double busy_s, const struct wl_counts *counts, int interrupted)
+{
+    struct wl_json j;
+    double n = (double)st->count;
+    wl_json_begin(&j, "summary", run->cfg.name);
+    wl_json_uint(&j, "iters", st->count);
+    wl_json_uint(&j, "warmup_iters", counts->warmup_iters);
+    wl_json_num(&j, "elapsed_s", elapsed);
+    wl_json_num(&j, "it_per_s", elapsed > 0 ? n / elapsed : 0.0);
+    wl_json_obj_begin(&j, "lat_ms");
+    wl_json_num(&j, "mean", st->count ? st->sum_ms / n : 0.0);
+    wl_json_num(&j, "p50", wl_stats_quantile(st, 0.50));
+    wl_json_num(&j, "p99", wl_stats_quantile(st, 0.99));
+    wl_json_num(&j, "min", wl_stats_quantile(st, 0.0));
+    wl_json_num(&j, "max", wl_stats_quantile(st, 1.0));
+    wl_json_obj_end(&j);
+    wl_json_num(&j, "busy_ms_mean", st->count ? busy_s * 1e3 / n : 0.0);
+    wl_json_uint(&j, "kernels", counts->kernels);
+    wl_json_uint(&j, "work_units", counts->work);
+    wl_json_bool(&j, "interrupted", interrupted);
+    wl_json_emit(&j);
+}
+
+void wl_loop_run(struct wl_run *run)
+{
+    const struct wl_config *cfg = &run->cfg;
+    struct wl_counts counts = {0, 0, 0};
+    struct wl_stats st = {NULL, 0, 0, 0.0};
+    double busy_s = 0.0;
+
+    for (unsigned i = 0; i < cfg->warmup && !wl_signals.stop; i++) {
+        wl_iteration(run, &counts);
+        counts.warmup_iters++;
+    }
+
+    double start = wl_now_s(), now = start;
+    double last_report = start;
+    uint64_t last_iters = 0;
+    while (!wl_signals.stop) {
+        if (cfg->iters ? st.count >= cfg->iters : now - start >= cfg->seconds)
+            break;
+        double t0 = wl_now_s();
+        busy_s += wl_iteration(run, &counts);
+        now = wl_now_s();
+        if (wl_stats_add(&st, (now - t0) * 1e3) != 0)
+            wl_die(run, "out of host memory for latency samples after %zu iterations",
+                   st.count);
+        if (cfg->report_ms > 0 && (now - last_report) * 1e3 >= cfg->report_ms) {
+            wl_progress(run, now - start, st.count, now - last_report, st.count - last_iters);
+            last_report = now;
+            last_iters = st.count;
+        }
+    }
+    wl_summary(run, &st, now - start, busy_s, &counts, wl_signals.stop != 0);
+    wl_stats_free(&st);
+}

@@ -1,0 +1,120 @@
+"""A small blocking client for the controller (used by tgsctl, tgs-run and the tests).
+
+Every call has a timeout: with no controller up, a call fails with
+ControllerUnavailable after at most `timeout` seconds, never hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from . import protocol as P
+from .paths import control_endpoint, default_runtime_dir, metrics_endpoint
+
+
+class ClientError(Exception):
+    """The controller answered with an error reply."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ControllerUnavailable(Exception):
+    """No answer from the controller within the timeout."""
+
+
+class Client:
+    def __init__(self, endpoint: str | None = None, runtime_dir: str | Path | None = None,
+                 timeout: float = 3.0) -> None:
+        rdir = Path(runtime_dir) if runtime_dir else default_runtime_dir()
+        self.endpoint = endpoint or control_endpoint(rdir)
+        self.metrics = metrics_endpoint(rdir)
+        self.timeout = timeout
+        self._ctx = zmq.Context.instance()
+        self._sock: zmq.Socket | None = None
+
+    def _socket(self) -> zmq.Socket:
+        if self._sock is None:
+            if self.endpoint.startswith("ipc://") and not os.path.exists(self.endpoint[6:]):
+                raise ControllerUnavailable(
+                    f"no controller socket at {self.endpoint[6:]}: is tgs-controller running?")
+            s = self._ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(self.endpoint)
+            self._sock = s
+        return self._sock
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call_raw(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Send one request object; return the reply object (ok or not)."""
+        sock = self._socket()
+        rid = msg.get("id")
+        sock.send(json.dumps(msg).encode())
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                self.close()     # drop a late reply with the socket
+                raise ControllerUnavailable(
+                    f"no reply from the controller at {self.endpoint} within {self.timeout} s")
+            frames = sock.recv_multipart()
+            try:
+                reply = json.loads(frames[-1])
+            except ValueError:
+                continue
+            if isinstance(reply, dict) and (rid is None or reply.get("id") == rid):
+                return reply
+
+    def call(self, type_: str, **fields: Any) -> dict[str, Any]:
+        reply = self.call_raw({"v": P.PROTOCOL_VERSION, "id": uuid.uuid4().hex,
+                               "type": type_, **fields})
+        if not reply.get("ok"):
+            err = reply.get("error") or {}
+            raise ClientError(str(err.get("code", "?")), str(err.get("message", "")))
+        return reply
+
+    # ------------------------------------------------------------ verbs
+    def register(self, name: str, priority: str = "opportunistic", weight: int = 1,
+                 mem_quota: int | None = None, device: int | str = 0,
+                 ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS) -> dict[str, Any]:
+        return self.call("register", name=name, priority=priority, weight=weight,
+                         mem_quota=mem_quota, device=device, ephemeral=ephemeral, nslots=nslots)
+
+    def unregister(self, name: str) -> dict[str, Any]:
+        return self.call("unregister", name=name)
+
+    def set(self, name: str, **changes: Any) -> dict[str, Any]:
+        return self.call("set", name=name, **changes)
+
+    def list(self) -> list[dict[str, Any]]:
+        return list(self.call("list")["jobs"])
+
+    def status(self) -> dict[str, Any]:
+        return self.call("status")
+
+    def subscribe(self) -> zmq.Socket:
+        """A SUB socket on the metrics stream (caller closes it)."""
+        s = self._ctx.socket(zmq.SUB)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.SUBSCRIBE, b"")
+        s.connect(self.metrics)
+        return s

@@ -1,0 +1,108 @@
+"""The node's GPUs: real ones through NVML when it is there, the simulator's otherwise."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Device:
+    index: int
+    uuid: str
+    name: str
+    mem_total: int          # bytes
+    kind: str               # "nvml" or "sim"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "uuid": self.uuid, "name": self.name,
+                "mem_total": self.mem_total, "kind": self.kind}
+
+
+class DeviceError(Exception):
+    pass
+
+
+def nvml_devices() -> list[Device] | None:
+    """Devices seen by NVML, or None when NVML (the driver) is not usable here."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:        # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            uuid = pynvml.nvmlDeviceGetUUID(h)
+            name = pynvml.nvmlDeviceGetName(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            out.append(Device(i, _text(uuid), _text(name), int(mem.total), "nvml"))
+        return out
+    except Exception as exc:
+        log.warning("NVML present but unusable (%s): using the simulator's devices", exc)
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def nvml_utilisation(index: int) -> int | None:
+    """GPU utilisation in percent (status only), or None."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return int(pynvml.nvmlDeviceGetUtilizationRates(h).gpu)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def sim_devices() -> list[Device]:
+    """The simulated GPUs, as the simulator's state file (TGS_SIM_STATE) describes them."""
+    try:
+        from tgs.bench import simstate
+    except ImportError as exc:
+        raise DeviceError(f"no NVML and no simulator reader (tgs.bench.simstate): {exc}") \
+            from exc
+    try:
+        devs = simstate.devices()
+    except Exception as exc:
+        raise DeviceError(f"cannot read the simulator's devices: {exc}") from exc
+    return [Device(int(d.index), str(d.uuid), str(d.name), int(d.mem_total), "sim")
+            for d in devs]
+
+
+def discover(force_sim: bool = False) -> list[Device]:
+    """NVML devices when available (unless force_sim), else the simulated ones."""
+    if not force_sim:
+        devs = nvml_devices()
+        if devs:
+            return devs
+        log.info("NVML not available: using the simulated GPUs")
+    devs = sim_devices()
+    if not devs:
+        raise DeviceError("no GPU found (NVML and simulator both report none)")
+    return devs
+
+
+def find(devices: list[Device], ref: int | str) -> Device | None:
+    for d in devices:
+        if (isinstance(ref, int) and d.index == ref) or (isinstance(ref, str) and d.uuid == ref):
+            return d
+    return None

@@ -1,0 +1,293 @@
+"""The controller's wire protocol: request dataclasses, validation, replies, error codes.
+
+Every message is one JSON object (UTF-8) in the last frame of a ZeroMQ multipart
+message.  docs/protocol.md is the human description; this module is the only
+place that parses or validates a request.  Parsing never raises anything but
+ProtocolError, whatever the bytes are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Union
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 64 * 1024          # bytes in the payload frame
+MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
+MAX_ID_LEN = 64
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")   # fits job_name[64] with NUL
+UUID_RE = re.compile(r"[A-Za-z0-9-]{1,47}\Z")                # fits device_uuid[48]
+MAX_WEIGHT = 1000
+MAX_SLOTS = 128                # TGS_SEG_MAX_SLOTS
+DEFAULT_SLOTS = 32
+MAX_QUOTA = (1 << 63) - 1
+PRIORITIES = ("production", "opportunistic")
+
+# Error codes (the "code" of an error reply).
+E_BAD_FRAME = "bad_frame"       # wrong multipart shape
+E_TOO_LARGE = "too_large"       # payload over MAX_FRAME
+E_BAD_JSON = "bad_json"         # not UTF-8, not JSON, or not an object
+E_BAD_VERSION = "bad_version"   # "v" missing or not PROTOCOL_VERSION
+E_BAD_REQUEST = "bad_request"   # a field is missing, unknown, of the wrong type or out of range
+E_UNKNOWN_TYPE = "unknown_type"
+E_NOT_FOUND = "not_found"       # no such job
+E_EXISTS = "exists"             # job name taken
+E_OVERCOMMIT = "overcommit"     # production memory quotas would exceed the device's memory
+E_NO_DEVICE = "no_device"       # no such device index / UUID
+E_INTERNAL = "internal"         # the daemon failed (segment I/O...); nothing was changed
+ERROR_CODES = (E_BAD_FRAME, E_TOO_LARGE, E_BAD_JSON, E_BAD_VERSION, E_BAD_REQUEST,
+               E_UNKNOWN_TYPE, E_NOT_FOUND, E_EXISTS, E_OVERCOMMIT, E_NO_DEVICE, E_INTERNAL)
+
+
+class ProtocolError(Exception):
+    """A request that gets an error reply.  `req_id` is echoed when it was readable."""
+
+    def __init__(self, code: str, message: str, req_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.req_id = req_id
+
+
+@dataclass(frozen=True)
+class Register:
+    id: str
+    name: str
+    priority: str = "opportunistic"
+    weight: int = 1
+    mem_quota: int | None = None          # bytes; None = unlimited
+    device: int | str = 0                 # index or UUID
+    ephemeral: bool = False
+    nslots: int = DEFAULT_SLOTS
+
+
+@dataclass(frozen=True)
+class Unregister:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Set:
+    id: str
+    name: str
+    mem_quota: int | None = None
+    priority: str | None = None
+    weight: int | None = None
+    unlimited_quota: bool = False         # true when the request said "mem_quota": null
+
+
+@dataclass(frozen=True)
+class List:
+    id: str
+
+
+@dataclass(frozen=True)
+class Status:
+    id: str
+
+
+Request = Union[Register, Unregister, Set, List, Status]
+
+
+# ---------------------------------------------------------------- field checks
+
+class _Fields:
+    """Typed access to a request object; every read is checked, leftovers are refused."""
+
+    def __init__(self, obj: dict[str, Any], req_id: str) -> None:
+        self.obj = obj
+        self.req_id = req_id
+        self.seen = {"v", "id", "type"}
+
+    def _bad(self, msg: str) -> ProtocolError:
+        return ProtocolError(E_BAD_REQUEST, msg, self.req_id)
+
+    def has(self, key: str) -> bool:
+        return key in self.obj
+
+    def raw(self, key: str) -> Any:
+        self.seen.add(key)
+        return self.obj.get(key)
+
+    def string(self, key: str, pattern: re.Pattern[str], what: str) -> str:
+        if key not in self.obj:
+            raise self._bad(f"missing field {key!r}")
+        val = self.raw(key)
+        if not isinstance(val, str) or not pattern.match(val):
+            raise self._bad(f"field {key!r} must be {what}")
+        return val
+
+    def integer(self, key: str, lo: int, hi: int) -> int:
+        val = self.raw(key)
+        # bool is a subclass of int: refuse it explicitly
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise self._bad(f"field {key!r} must be an integer")
+        if not lo <= val <= hi:
+            raise self._bad(f"field {key!r} must be in [{lo}, {hi}], got {val}")
+        return val
+
+    def boolean(self, key: str) -> bool:
+        val = self.raw(key)
+        if not isinstance(val, bool):
+            raise self._bad(f"field {key!r} must be true or false")
+        return val
+
+    def priority(self, key: str) -> str:
+        val = self.raw(key)
+        if val not in PRIORITIES:
+            raise self._bad(f"field {key!r} must be one of {', '.join(PRIORITIES)}")
+        return str(val)
+
+    def quota(self, key: str) -> int | None:
+        if self.obj.get(key) is None:
+            self.seen.add(key)
+            return None
+        return self.integer(key, 0, MAX_QUOTA)
+
+    def device(self, key: str) -> int | str:
+        val = self.raw(key)
+        if isinstance(val, str):
+            if not UUID_RE.match(val):
+                raise self._bad(f"field {key!r}: not a device UUID")
+            return val
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise self._bad(f"field {key!r} must be a device index or UUID")
+        if not 0 <= val < 64:
+            raise self._bad(f"field {key!r}: device index out of range")
+        return val
+
+    def done(self) -> None:
+        extra = sorted(set(self.obj) - self.seen)
+        if extra:
+            raise self._bad(f"unknown field(s): {', '.join(extra)}")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
+def _loads(payload: bytes) -> Any:
+    try:
+        text = payload.decode("utf-8")
+        return json.loads(text, parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(E_BAD_JSON, f"payload is not UTF-8 JSON: {exc}"[:200]) from None
+
+
+def parse_payload(payload: bytes) -> Request:
+    """Validate one payload frame; raises ProtocolError (with the id when readable)."""
+    if len(payload) > MAX_FRAME:
+        raise ProtocolError(E_TOO_LARGE, f"payload of {len(payload)} bytes exceeds {MAX_FRAME}")
+    obj = _loads(payload)
+    if not isinstance(obj, dict):
+        raise ProtocolError(E_BAD_JSON, "payload must be a JSON object")
+    rid = obj.get("id")
+    req_id = rid if isinstance(rid, str) and 0 < len(rid) <= MAX_ID_LEN else None
+    ver = obj.get("v")
+    if isinstance(ver, bool) or ver != PROTOCOL_VERSION or not isinstance(ver, int):
+        raise ProtocolError(E_BAD_VERSION, f"protocol version must be {PROTOCOL_VERSION}", req_id)
+    if req_id is None:
+        raise ProtocolError(E_BAD_REQUEST, f"field 'id' must be a string of 1-{MAX_ID_LEN} chars")
+    kind = obj.get("type")
+    parser = _PARSERS.get(kind) if isinstance(kind, str) else None
+    if parser is None:
+        raise ProtocolError(E_UNKNOWN_TYPE, f"unknown message type {str(kind)[:40]!r}", req_id)
+    fields = _Fields(obj, req_id)
+    req = parser(fields)
+    fields.done()
+    return req
+
+
+def _name(f: _Fields) -> str:
+    return f.string("name", NAME_RE, "a job name: 1-63 of [A-Za-z0-9._-], not starting with . - _")
+
+
+def _parse_register(f: _Fields) -> Register:
+    d = Register(id=f.req_id, name=_name(f))
+    return Register(
+        id=f.req_id,
+        name=d.name,
+        priority=f.priority("priority") if f.has("priority") else d.priority,
+        weight=f.integer("weight", 1, MAX_WEIGHT) if f.has("weight") else d.weight,
+        mem_quota=f.quota("mem_quota"),
+        device=f.device("device") if f.has("device") else d.device,
+        ephemeral=f.boolean("ephemeral") if f.has("ephemeral") else d.ephemeral,
+        nslots=f.integer("nslots", 1, MAX_SLOTS) if f.has("nslots") else d.nslots,
+    )
+
+
+def _parse_set(f: _Fields) -> Set:
+    name = _name(f)
+    if not any(f.has(k) for k in ("mem_quota", "priority", "weight")):
+        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority or weight", f.req_id)
+    unlimited = f.has("mem_quota") and f.obj["mem_quota"] is None
+    return Set(
+        id=f.req_id,
+        name=name,
+        mem_quota=f.quota("mem_quota") if f.has("mem_quota") else None,
+        priority=f.priority("priority") if f.has("priority") else None,
+        weight=f.integer("weight", 1, MAX_WEIGHT) if f.has("weight") else None,
+        unlimited_quota=unlimited,
+    )
+
+
+_PARSERS = {
+    "register": _parse_register,
+    "unregister": lambda f: Unregister(id=f.req_id, name=_name(f)),
+    "set": _parse_set,
+    "list": lambda f: List(id=f.req_id),
+    "status": lambda f: Status(id=f.req_id),
+}
+MESSAGE_TYPES = tuple(_PARSERS)
+
+
+# ---------------------------------------------------------------- encoding
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/inf: replace them by null so every reply is valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(_clean(obj), separators=(",", ":"), allow_nan=False).encode()
+
+
+def ok_reply(req_id: str | None, **fields: Any) -> bytes:
+    return encode({"v": PROTOCOL_VERSION, "id": req_id, "ok": True, **fields})
+
+
+def error_reply(req_id: str | None, code: str, message: str) -> bytes:
+    return encode({"v": PROTOCOL_VERSION, "id": req_id, "ok": False,
+                   "error": {"code": code, "message": message}})
+
+
+def request_to_dict(req: Request) -> dict[str, Any]:
+    """The wire form of a request (used by the client)."""
+    kind = {Register: "register", Unregister: "unregister", Set: "set", List: "list",
+            Status: "status"}[type(req)]
+    out: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": req.id, "type": kind}
+    if isinstance(req, Register):
+        out.update(name=req.name, priority=req.priority, weight=req.weight,
+                   mem_quota=req.mem_quota, device=req.device, ephemeral=req.ephemeral,
+                   nslots=req.nslots)
+    elif isinstance(req, Unregister):
+        out["name"] = req.name
+    elif isinstance(req, Set):
+        out["name"] = req.name
+        if req.mem_quota is not None or req.unlimited_quota:
+            out["mem_quota"] = req.mem_quota
+        if req.priority is not None:
+            out["priority"] = req.priority
+        if req.weight is not None:
+            out["weight"] = req.weight
+    return out

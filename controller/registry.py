@@ -1,0 +1,215 @@
+"""Job registry: validation against devices, segments on disk, durable records.
+
+Every change is saved (state.StateStore) before the caller replies; a change
+that cannot be saved or whose segment cannot be written is undone and
+reported as an `internal` error, leaving the registry as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import protocol as P
+from .devices import Device, find
+from .state import ControllerState, JobRecord, StateStore
+
+log = logging.getLogger(__name__)
+
+
+class JobSegmentHandle(Protocol):
+    def apply_identity(self, rec: JobRecord) -> None: ...      # quota, priority, weight
+    def close(self) -> None: ...
+
+
+class SegmentFactory(Protocol):
+    def create(self, rec: JobRecord) -> JobSegmentHandle: ...
+    def open(self, rec: JobRecord) -> JobSegmentHandle: ...
+    def remove(self, rec: JobRecord) -> None: ...
+
+
+@dataclass
+class Job:
+    rec: JobRecord
+    seg: JobSegmentHandle | None
+    stats: dict[str, Any] = field(default_factory=dict)   # filled by the loop
+
+    def info(self) -> dict[str, Any]:
+        r = self.rec
+        return {
+            "name": r.name, "priority": r.priority, "weight": r.weight,
+            "mem_quota": r.mem_quota, "device": r.device_index, "device_uuid": r.device_uuid,
+            "ephemeral": r.ephemeral, "nslots": r.nslots, "segment": r.segment,
+            "state": r.state, "created": r.created, **self.stats,
+        }
+
+
+class Registry:
+    def __init__(self, store: StateStore, devices: list[Device], seg_dir: Path,
+                 factory: SegmentFactory, launch_env: dict[str, str] | None = None) -> None:
+        self.store = store
+        self.devices = devices
+        self.seg_dir = Path(seg_dir)
+        self.factory = factory
+        self.launch_env = dict(launch_env or {})   # LD_PRELOAD etc., common to all jobs
+        self.jobs: dict[str, Job] = {}
+
+    # ------------------------------------------------------------ persistence
+    def load(self) -> None:
+        """Re-open the segments of recorded jobs (re-creating any that vanished)."""
+        for rec in self.store.load().jobs:
+            try:
+                seg = self.factory.open(rec)
+            except Exception as exc:
+                log.warning("job %s: segment %s unusable (%s): re-creating it",
+                            rec.name, rec.segment, exc)
+                try:
+                    seg = self.factory.create(rec)
+                except Exception as exc2:
+                    log.error("job %s: cannot re-create its segment: %s", rec.name, exc2)
+                    seg = None
+            if seg is not None:
+                try:
+                    seg.apply_identity(rec)
+                except Exception as exc:
+                    log.error("job %s: cannot write its segment: %s", rec.name, exc)
+            self.jobs[rec.name] = Job(rec, seg)
+        log.info("loaded %d job(s) from %s", len(self.jobs), self.store.path)
+
+    def save(self) -> None:
+        self.store.save(ControllerState(jobs=[j.rec for j in self.jobs.values()]))
+
+    def close(self) -> None:
+        for job in self.jobs.values():
+            if job.seg is not None:
+                job.seg.close()
+
+    # ------------------------------------------------------------ checks
+    def _device(self, ref: int | str, req_id: str) -> Device:
+        dev = find(self.devices, ref)
+        if dev is None:
+            raise P.ProtocolError(P.E_NO_DEVICE, f"no device {ref!r} on this node", req_id)
+        return dev
+
+    def _check_commit(self, cand: JobRecord, req_id: str) -> None:
+        """Production quotas on one device may not add up to more than its memory."""
+        if cand.priority != "production":
+            return
+        dev = find(self.devices, cand.device_index)
+        total = dev.mem_total if dev else 0
+        used = 0
+        for j in self.jobs.values():
+            r = j.rec
+            if r.name != cand.name and r.priority == "production" \
+                    and r.device_index == cand.device_index:
+                used += r.mem_quota if r.mem_quota is not None else total
+        want = cand.mem_quota if cand.mem_quota is not None else total
+        if used + want > total:
+            raise P.ProtocolError(
+                P.E_OVERCOMMIT,
+                f"production quotas on device {cand.device_index} would total {used + want} "
+                f"bytes, more than its {total} (an unlimited quota counts as the whole device)",
+                req_id)
+
+    def _get(self, name: str, req_id: str) -> Job:
+        job = self.jobs.get(name)
+        if job is None:
+            raise P.ProtocolError(P.E_NOT_FOUND, f"no job named {name!r}", req_id)
+        return job
+
+    # ------------------------------------------------------------ verbs
+    def register(self, req: P.Register) -> Job:
+        if req.name in self.jobs:
+            raise P.ProtocolError(P.E_EXISTS, f"a job named {req.name!r} exists", req.id)
+        dev = self._device(req.device, req.id)
+        rec = JobRecord(
+            name=req.name, priority=req.priority, weight=req.weight, mem_quota=req.mem_quota,
+            device_index=dev.index, device_uuid=dev.uuid, ephemeral=req.ephemeral,
+            nslots=req.nslots, segment=str(self.seg_dir / f"{req.name}.seg"),
+            created=time.time())
+        self._check_commit(rec, req.id)
+        try:
+            seg = self.factory.create(rec)
+        except Exception as exc:
+            raise P.ProtocolError(P.E_INTERNAL, f"cannot create segment: {exc}", req.id) from exc
+        job = Job(rec, seg)
+        self.jobs[rec.name] = job
+        try:
+            self.save()
+        except Exception as exc:
+            del self.jobs[rec.name]
+            seg.close()
+            self._remove_quietly(rec)
+            raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
+        log.info("registered %s (%s, weight %d, device %d)", rec.name, rec.priority,
+                 rec.weight, rec.device_index)
+        return job
+
+    def unregister(self, req: P.Unregister) -> None:
+        job = self._get(req.name, req.id)
+        self._drop(job, req.id)
+
+    def _drop(self, job: Job, req_id: str | None) -> None:
+        del self.jobs[job.rec.name]
+        try:
+            self.save()
+        except Exception as exc:
+            self.jobs[job.rec.name] = job
+            raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req_id) from exc
+        if job.seg is not None:
+            job.seg.close()
+        self._remove_quietly(job.rec)
+        log.info("unregistered %s", job.rec.name)
+
+    def remove_done(self, job: Job) -> None:
+        """An ephemeral job whose processes are all gone."""
+        try:
+            self._drop(job, None)
+        except P.ProtocolError as exc:
+            log.error("cannot remove finished job %s: %s", job.rec.name, exc.message)
+
+    def _remove_quietly(self, rec: JobRecord) -> None:
+        try:
+            self.factory.remove(rec)
+        except Exception as exc:
+            log.warning("cannot remove segment %s: %s", rec.segment, exc)
+
+    def update(self, req: P.Set) -> Job:
+        job = self._get(req.name, req.id)
+        old = job.rec
+        new = replace(
+            old,
+            mem_quota=None if req.unlimited_quota else
+            (req.mem_quota if req.mem_quota is not None else old.mem_quota),
+            priority=req.priority or old.priority,
+            weight=req.weight if req.weight is not None else old.weight)
+        self._check_commit(new, req.id)
+        job.rec = new
+        try:
+            self.save()
+        except Exception as exc:
+            job.rec = old
+            raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
+        if job.seg is not None:
+            try:
+                job.seg.apply_identity(new)
+            except Exception as exc:       # saved: the loop re-applies next period
+                log.error("job %s: cannot write its segment: %s", new.name, exc)
+        return job
+
+    def set_state(self, job: Job, state: str) -> None:
+        if job.rec.state == state:
+            return
+        job.rec.state = state
+        try:
+            self.save()
+        except Exception as exc:
+            log.error("cannot save state of %s: %s", job.rec.name, exc)
+
+    def launch_info(self, job: Job) -> dict[str, Any]:
+        env = dict(self.launch_env)
+        env["TGS_SEGMENT"] = job.rec.segment
+        return {"segment": job.rec.segment, "shim": env.get("LD_PRELOAD"), "env": env}

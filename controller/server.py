@@ -1,0 +1,161 @@
+"""The ZeroMQ side of the daemon: one ROUTER for requests, one PUB for metrics.
+
+Single-threaded: one poll loop serves requests and runs the control period,
+so the registry and the segments need no locks.  A request is handled in
+microseconds (plus one fsync for a change), and at most MAX_BATCH requests
+are served between two periods, so no client can stall the control loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Protocol
+
+import zmq
+
+from . import protocol as P
+from .registry import Registry
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 64
+MAX_WIRE_FRAME = 1 << 20      # bigger frames make ZeroMQ drop the peer (documented)
+
+
+class Engine(Protocol):
+    """What the server needs from the control loop."""
+
+    period: float
+
+    def step(self, now: float) -> list[dict[str, Any]]: ...
+    def status(self) -> dict[str, Any]: ...
+    def on_change(self) -> None: ...
+
+
+class Handler:
+    """Frames in, frames out: everything about one request, without sockets."""
+
+    def __init__(self, registry: Registry, engine: Engine, info: dict[str, Any]) -> None:
+        self.registry = registry
+        self.engine = engine
+        self.info = info            # static facts for status (policy, dirs, endpoints...)
+        self.started = time.time()
+        self.served = 0
+        self.errors = 0
+
+    def handle(self, frames: list[bytes]) -> list[bytes]:
+        self.served += 1
+        identity, body = frames[:1], frames[1:]
+        if not body or len(frames) > P.MAX_FRAMES or any(f for f in body[:-1]):
+            self.errors += 1
+            return identity + [P.error_reply(
+                None, P.E_BAD_FRAME,
+                "a request is one payload frame, optionally after one empty delimiter")]
+        envelope = identity + body[:-1]
+        try:
+            req = P.parse_payload(body[-1])
+            reply = self.dispatch(req)
+        except P.ProtocolError as exc:
+            self.errors += 1
+            reply = P.error_reply(exc.req_id, exc.code, exc.message)
+        except Exception as exc:       # a bug must not take the daemon down
+            self.errors += 1
+            log.exception("request failed")
+            reply = P.error_reply(None, P.E_INTERNAL, f"internal error: {type(exc).__name__}")
+        return envelope + [reply]
+
+    def dispatch(self, req: P.Request) -> bytes:
+        reg = self.registry
+        if isinstance(req, P.Register):
+            job = reg.register(req)
+            self.engine.on_change()
+            return P.ok_reply(req.id, job=job.info(), **reg.launch_info(job))
+        if isinstance(req, P.Unregister):
+            reg.unregister(req)
+            self.engine.on_change()
+            return P.ok_reply(req.id)
+        if isinstance(req, P.Set):
+            job = reg.update(req)
+            self.engine.on_change()
+            return P.ok_reply(req.id, job=job.info())
+        if isinstance(req, P.List):
+            return P.ok_reply(req.id, jobs=[j.info() for j in reg.jobs.values()])
+        if isinstance(req, P.Status):
+            return P.ok_reply(req.id, **self.status())
+        raise P.ProtocolError(P.E_UNKNOWN_TYPE, "unhandled message type", req.id)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "protocol": P.PROTOCOL_VERSION, "pid": os.getpid(),
+            "uptime_s": round(time.time() - self.started, 3),
+            "devices": [d.to_dict() for d in self.registry.devices],
+            "jobs": len(self.registry.jobs),
+            "requests": self.served, "request_errors": self.errors,
+            **self.info, **self.engine.status(),
+        }
+
+
+class Server:
+    def __init__(self, handler: Handler, endpoints: list[str], metrics_endpoint: str) -> None:
+        self.handler = handler
+        self.ctx = zmq.Context()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_FRAME)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.router.setsockopt(zmq.SNDHWM, 1000)
+        for ep in endpoints:
+            self.router.bind(ep)
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.pub.setsockopt(zmq.SNDHWM, 100)
+        self.pub.bind(metrics_endpoint)
+        self.stopping = False
+
+    def stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def close(self) -> None:
+        self.router.close(0)
+        self.pub.close(0)
+        self.ctx.term()
+
+    def serve(self) -> None:
+        engine = self.handler.engine
+        next_tick = time.monotonic()
+        while not self.stopping:
+            now = time.monotonic()
+            if now >= next_tick:
+                metrics = engine.step(now)
+                self._publish(metrics)
+                # a late period is not made up for: keep the cadence from now
+                next_tick = max(next_tick + engine.period, time.monotonic())
+                continue
+            wait_ms = max(0, int((next_tick - now) * 1000))
+            try:
+                ready = self.router.poll(wait_ms, zmq.POLLIN)
+            except zmq.ZMQError as exc:
+                if exc.errno == zmq.EINTR:
+                    continue
+                raise
+            for _ in range(MAX_BATCH if ready else 0):
+                try:
+                    frames = self.router.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                reply = self.handler.handle(frames)
+                try:
+                    self.router.send_multipart(reply, zmq.NOBLOCK)
+                except zmq.ZMQError as exc:   # peer gone or its queue full: drop the reply
+                    log.debug("reply dropped: %s", exc)
+
+    def _publish(self, metrics: list[dict[str, Any]]) -> None:
+        if not metrics:
+            return
+        try:
+            self.pub.send_multipart([b"metrics", P.encode({"t": time.time(), "jobs": metrics})],
+                                    zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass

@@ -1,0 +1,221 @@
+"""The default policy, `adaptive`: gate + in-flight cap + weighted time shares.
+
+Per device, every period (docs/policy.md has the reasoning and the figures):
+
+1. Production jobs are never throttled: rate unlimited, gate PUBLISH (their
+   shims count themselves in the device segment's prod_active while they have
+   GPU work queued).
+2. Opportunistic jobs always get gate WAIT: their launches wait while
+   prod_active > 0, at most `gate_max_wait_us` (the starvation bound), so
+   their work lands in production's idle gaps.
+3. Mode.  GUARD while production is live and was busy within the last
+   IDLE_PERIODS periods: each opportunistic process may have at most `k`
+   kernels' worth of its own work in flight (k = ceil(level * GUARD_KERNELS),
+   at least 1), which bounds how far it spills into production's next busy
+   phase.  OPEN once production has been idle IDLE_PERIODS periods in a row
+   (or has no live process): k = OPEN_KERNELS, a cap that costs a lone job
+   nothing but still bounds the queue production meets when it comes back.
+4. `level` in [LEVEL_MIN, 1] adapts by AIMD from an interference signal:
+   production's work rate while opportunistic work ran, against its rate while
+   none ran, both measured with production busy (duty >= BUSY_DUTY).  A drop
+   beyond INTERFERENCE (3 %) tightens (level x DECREASE, longer max wait);
+   otherwise level creeps back (+INCREASE per period).
+5. Opportunistic jobs share, by weight, the GPU time production leaves
+   (avail = 1 - duty in GUARD, 1 in OPEN).  Time is measured per job through
+   its own solo work rate estimate (`solo`: work units per GPU-second), never
+   by comparing work units across jobs: rate_i = share_i * solo_i.  A lone
+   opportunistic job is not rate limited at all (gate and cap suffice).
+   Shares not used by demand-limited jobs go to the others (work conserving).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .base import (
+    GATE_WAIT,
+    OPPORTUNISTIC,
+    PRODUCTION,
+    PRODUCTION_DECISION,
+    Decision,
+    DeviceSignals,
+    JobSignals,
+    Policy,
+    by_device,
+)
+
+DUTY_ALPHA = 0.3          # EMA weight of one prod_active sample (time constant ~3 periods)
+RATE_ALPHA = 0.1          # EMA weight for production's work rate (~0.5 s at 50 ms)
+BUSY_DUTY = 0.5           # production counts as busy (comparable) above this duty
+IDLE_PERIODS = 4          # idle periods before OPEN (200 ms at 50 ms)
+GUARD_KERNELS = 4         # in-flight kernels per opportunistic process in GUARD at level 1
+OPEN_KERNELS = 16         # ... in OPEN
+LEVEL_MIN = 0.1
+DECREASE = 0.7
+INCREASE = 0.05
+INTERFERENCE = 0.03       # production may lose at most 3 %
+WAIT_MIN_US = 20_000      # gate max wait at level 1
+WAIT_MAX_US = 200_000     # ... at LEVEL_MIN: the starvation bound is never longer
+THROTTLED = 0.05          # throttled_frac above which a job's rate limit binds
+PROBE = 1.1               # boost growth per period for a rate-bound job while time is spare
+UNBOOST = 0.8             # boost decay per period for a GPU-bound job while time is short
+BOOST_MAX = 100.0
+SPARE = 0.9               # the GPU has spare time when jobs use less than this of `avail`
+CALIBRATE_S = 2.0         # one unlimited period this often re-measures solo rates
+MIN_SHARE = 0.02          # no opportunistic job gets less than this time share (no starvation)
+
+
+def _ema(old: float, sample: float, alpha: float) -> float:
+    return sample if old == 0 else old + alpha * (sample - old)
+
+
+@dataclass
+class _Dev:
+    duty: float = 0.0
+    idle_periods: int = 0
+    level: float = 1.0
+    prod_rate_shared: float = 0.0    # EMA of production work rate, opportunistic work present
+    prod_rate_solo: float = 0.0      # ... no opportunistic work present
+    mode: str = "open"
+    jobset: frozenset = frozenset()  # live opportunistic jobs at the last calibration
+    calibrated: float = -1e9         # when the last calibration period started
+    calibrating: bool = False
+
+
+@dataclass
+class _Opp:
+    solo: float = 0.0                # work units per GPU-second (0: unknown yet)
+    wpl: float = 0.0                 # EMA of work per launch
+    rate: float | None = None        # the rate it was given last period
+    boost: float = 1.0               # > 1 while it uses time others leave unused
+
+
+class AdaptivePolicy(Policy):
+    name = "adaptive"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.devs: dict[int, _Dev] = {}
+        self.opps: dict[str, _Opp] = {}
+
+    def forget(self, name: str) -> None:
+        self.opps.pop(name, None)
+
+    def decide(self, now: float, dt: float, devices: dict[int, DeviceSignals],
+               jobs: list[JobSignals]) -> dict[str, Decision]:
+        out: dict[str, Decision] = {}
+        for index, djobs in by_device(jobs).items():
+            prod = [j for j in djobs if j.priority == PRODUCTION]
+            opp = [j for j in djobs if j.priority == OPPORTUNISTIC]
+            for j in prod:
+                out[j.name] = PRODUCTION_DECISION
+            dev = self.devs.setdefault(index, _Dev())
+            sig = devices.get(index) or DeviceSignals(index)
+            self._update_device(dev, sig, prod, opp)
+            out.update(self._share(dev, now, opp))
+            self.notes[index] = {"duty": round(dev.duty, 3), "level": round(dev.level, 3),
+                                 "open": float(dev.mode == "open"),
+                                 "prod_rate_solo": dev.prod_rate_solo,
+                                 "prod_rate_shared": dev.prod_rate_shared}
+        return out
+
+    # ------------------------------------------------------------ device state
+    def _update_device(self, dev: _Dev, sig: DeviceSignals, prod: list[JobSignals],
+                       opp: list[JobSignals]) -> None:
+        busy = sig.prod_active > 0 or any(j.busy for j in prod)
+        dev.duty += DUTY_ALPHA * ((1.0 if busy else 0.0) - dev.duty)
+        live = any(j.nproc > 0 for j in prod)
+        working = any(j.work_rate > 0 for j in prod)
+        dev.idle_periods = 0 if (busy or working) else dev.idle_periods + 1
+        dev.mode = "guard" if live and dev.idle_periods < IDLE_PERIODS else "open"
+        if dev.mode == "open":
+            dev.level = min(1.0, dev.level + INCREASE)
+            return
+        prate = sum(j.work_rate for j in prod)
+        opp_ran = any(j.work_rate > 0 for j in opp)
+        if dev.duty >= BUSY_DUTY:
+            if opp_ran:
+                dev.prod_rate_shared = _ema(dev.prod_rate_shared, prate, RATE_ALPHA)
+            else:
+                dev.prod_rate_solo = _ema(dev.prod_rate_solo, prate, RATE_ALPHA)
+        hurt = (opp_ran and dev.duty >= BUSY_DUTY and dev.prod_rate_solo > 0
+                and dev.prod_rate_shared > 0
+                and dev.prod_rate_shared < dev.prod_rate_solo * (1 - INTERFERENCE))
+        if hurt:
+            dev.level = max(LEVEL_MIN, dev.level * DECREASE)
+            # start the comparison afresh at the tighter setting
+            dev.prod_rate_shared = dev.prod_rate_solo
+        else:
+            dev.level = min(1.0, dev.level + INCREASE)
+
+    # ------------------------------------------------------------ opportunistic shares
+    def _share(self, dev: _Dev, now: float, opp: list[JobSignals]) -> dict[str, Decision]:
+        out: dict[str, Decision] = {}
+        if not opp:
+            return out
+        open_ = dev.mode == "open"
+        kernels = OPEN_KERNELS if open_ else max(1, math.ceil(dev.level * GUARD_KERNELS))
+        frac = (dev.level - LEVEL_MIN) / (1 - LEVEL_MIN)
+        wait_us = int(WAIT_MAX_US - frac * (WAIT_MAX_US - WAIT_MIN_US))
+        avail = 1.0 if open_ else max(0.1, 1.0 - dev.duty)
+        rates = self._rates(dev, now, avail, [j for j in opp if j.nproc > 0])
+        for j in opp:
+            st = self.opps.setdefault(j.name, _Opp())
+            if j.launch_rate > 0:
+                wpl = j.work_per_launch
+                st.wpl = wpl if st.wpl == 0 else 0.8 * st.wpl + 0.2 * wpl
+            cap = max(1, int(kernels * st.wpl)) if st.wpl > 0 else 0
+            out[j.name] = Decision(rate=rates.get(j.name), inflight_cap=cap, gate=GATE_WAIT,
+                                   gate_max_wait_us=wait_us, reason=dev.mode)
+        return out
+
+    def _rates(self, dev: _Dev, now: float, avail: float,
+               live: list[JobSignals]) -> dict[str, float | None]:
+        """Weighted GPU-time shares turned into each job's own work rate.
+
+        solo_i (work units per GPU-second) is calibrated in one unlimited period every
+        CALIBRATE_S (and whenever the set of jobs changes): all jobs then round-robin,
+        so a saturating job had avail/n of the GPU and solo_i = rate_i * n / avail.
+        In between, rate_i = weighted share * solo_i * boost_i: a rate-bound job's boost
+        grows (PROBE) while the jobs together use less than SPARE of the available time
+        (work conserving: others leave their share unused), and shrinks back (UNBOOST)
+        once it is GPU-bound while the GPU is full.
+        """
+        for j in live:
+            self.opps.setdefault(j.name, _Opp())
+        if len(live) < 2:
+            dev.jobset = frozenset(j.name for j in live)
+            return {}
+        st = {j.name: self.opps[j.name] for j in live}
+        jobset = frozenset(st)
+        if dev.calibrating:                  # last period ran unlimited: read the samples
+            dev.calibrating = False
+            each = avail / len(live)
+            for j in live:
+                if j.work_rate > 0:
+                    st[j.name].solo = j.work_rate / each
+                st[j.name].boost = 1.0
+        elif jobset != dev.jobset or now - dev.calibrated >= CALIBRATE_S \
+                or all(s.solo == 0 for s in st.values()):
+            dev.jobset, dev.calibrated, dev.calibrating = jobset, now, True
+            for s in st.values():
+                s.rate = None
+            return {}
+        used = sum(min(1.0, j.work_rate / st[j.name].solo) for j in live if st[j.name].solo > 0)
+        spare = used < SPARE * avail
+        for j in live:
+            s = st[j.name]
+            if j.throttled_frac > THROTTLED:
+                if spare:                    # it wants more and the GPU has time left
+                    s.boost = min(BOOST_MAX, s.boost * PROBE)
+            elif not spare:                  # GPU-bound, not rate-bound: hand back the boost
+                s.boost = max(1.0, s.boost * UNBOOST)
+        wsum = sum(j.weight for j in live)
+        shares = {j.name: max(MIN_SHARE, avail * j.weight / wsum) for j in live}
+        out: dict[str, float | None] = {}
+        for j in live:
+            s = st[j.name]
+            s.rate = out[j.name] = None if s.solo == 0 else \
+                max(1.0, shares[j.name] * s.solo * s.boost)
+        return out

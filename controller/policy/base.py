@@ -1,0 +1,83 @@
+"""What every policy sees and decides, independent of segments and sockets.
+
+A policy is a pure object: `decide(now, dt, devices, jobs)` gets per-period
+signals (deltas already turned into rates by the loop) and returns one
+Decision per job.  Tests drive it with a fake clock and synthetic counters.
+Work units are never compared across jobs: a kernel's run time is not
+proportional to its thread count, so each job is reasoned about through its
+own observed work rate, and shares are expressed in GPU time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GATE_PUBLISH = 1
+GATE_WAIT = 2
+PRODUCTION = "production"
+OPPORTUNISTIC = "opportunistic"
+
+
+@dataclass
+class JobSignals:
+    """One job's measurements over the last period (all rates per second)."""
+
+    name: str
+    priority: str
+    weight: int
+    device: int
+    nproc: int = 0                 # live processes (slots whose lock is held)
+    work_rate: float = 0.0         # work units launched per second
+    launch_rate: float = 0.0       # kernel launches per second
+    throttled_frac: float = 0.0    # share of the period its processes spent waiting for tokens
+    inflight: int = 0              # work units launched and not known complete (sum)
+    busy: int = 0                  # processes counting in prod_active (dev_active)
+
+    @property
+    def work_per_launch(self) -> float:
+        return self.work_rate / self.launch_rate if self.launch_rate > 0 else 0.0
+
+
+@dataclass
+class DeviceSignals:
+    index: int
+    prod_active: int = 0           # live production processes with GPU work queued now
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Controls for one job; the loop splits `rate` evenly over its processes."""
+
+    rate: float | None = None      # job's work units per second; None = unlimited
+    burst_s: float = 0.02          # bucket depth, in seconds of `rate`
+    inflight_cap: int = 0          # per process, work units; 0 = no cap
+    gate: int = 0                  # GATE_* flags
+    gate_max_wait_us: int = 0
+    reason: str = ""               # shown in metrics: which rule produced it
+
+
+UNLIMITED = Decision()
+PRODUCTION_DECISION = Decision(gate=GATE_PUBLISH, reason="production")
+
+
+class Policy:
+    """Base class: subclasses keep per-job/per-device memory between periods."""
+
+    name = "base"
+
+    def __init__(self) -> None:
+        self.notes: dict[int, dict[str, float]] = {}   # per-device internals, for status
+
+    def decide(self, now: float, dt: float, devices: dict[int, DeviceSignals],
+               jobs: list[JobSignals]) -> dict[str, Decision]:
+        raise NotImplementedError
+
+    def forget(self, name: str) -> None:
+        """A job left: drop what the policy remembers about it."""
+
+
+def by_device(jobs: list[JobSignals]) -> dict[int, list[JobSignals]]:
+    out: dict[int, list[JobSignals]] = {}
+    for j in jobs:
+        out.setdefault(j.device, []).append(j)
+    return out

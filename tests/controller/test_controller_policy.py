@@ -1,0 +1,200 @@
+"""Policies as pure objects: fake clock, synthetic counters, a fluid model of a time-sliced GPU."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from tgs.controller.policy import adaptive as A
+from tgs.controller.policy import make_policy
+from tgs.controller.policy import tgs_law as T
+from tgs.controller.policy.base import GATE_PUBLISH, GATE_WAIT, DeviceSignals, JobSignals
+
+DT = 0.05
+
+
+def prod(work: float = 0.0, busy: int = 0, nproc: int = 1, name: str = "p") -> JobSignals:
+    return JobSignals(name, "production", 1, 0, nproc=nproc, work_rate=work,
+                      launch_rate=work / 1000, busy=busy)
+
+
+def opp(name: str, work: float = 0.0, weight: int = 1, throttled: float = 0.0,
+        wpl: float = 500.0) -> JobSignals:
+    return JobSignals(name, "opportunistic", weight, 0, nproc=1, work_rate=work,
+                      launch_rate=work / wpl if wpl else 0.0, throttled_frac=throttled)
+
+
+def fluid(solo: dict[str, float], rates: dict[str, float | None], avail: float = 1.0,
+          want: dict[str, float] | None = None) -> dict[str, tuple[float, float]]:
+    """Round-robin time slicing with rate limits: name -> (time share, throttled_frac).
+
+    `want` caps a job's own demand (share of the GPU it would use alone)."""
+    want = want or {}
+    demand = {n: 1.0 if rates.get(n) is None else min(1.0, rates[n] / c) for n, c in solo.items()}
+    demand = {n: min(d, want.get(n, 1.0)) for n, d in demand.items()}
+    share, pool, rest = {}, avail, sorted(solo, key=lambda n: demand[n])
+    while rest:
+        each = pool / len(rest)
+        n = rest.pop(0)
+        share[n] = min(each, demand[n])
+        pool -= share[n]
+    return {n: (share[n], 0.5 if demand[n] < want.get(n, 1.0) and share[n] >= demand[n] - 1e-9
+                else 0.0) for n in solo}
+
+
+@pytest.mark.parametrize("name", ["adaptive", "tgs", "static", "none"])
+def test_production_never_throttled(name: str) -> None:
+    pol, rng, now = make_policy(name), random.Random(7), 0.0
+    for _ in range(800):
+        now += DT
+        jobs = [prod(rng.choice([0, 1e6, 3e6]), busy=rng.randint(0, 1)),
+                opp("o1", rng.choice([0, 1e5]), throttled=rng.random()),
+                opp("o2", rng.choice([0, 2e5]), weight=3)]
+        dec = pol.decide(now, DT, {0: DeviceSignals(0, jobs[0].busy)}, jobs)
+        assert dec["p"].rate is None and dec["p"].inflight_cap == 0
+        assert dec["p"].gate == (0 if name == "none" else GATE_PUBLISH)
+        for o in ("o1", "o2"):
+            r = dec[o].rate
+            assert r is None or r >= 1          # never starved to zero
+            assert not dec[o].gate & GATE_PUBLISH
+
+
+def run_adaptive(pol, now: float, seconds: float, busy: bool, opp_work: float = 1e5):
+    dec = None
+    for _ in range(round(seconds / DT)):
+        now += DT
+        jobs = [prod(2e6 if busy else 0.0, busy=int(busy)), opp("o", opp_work)]
+        dec = pol.decide(now, DT, {0: DeviceSignals(0, int(busy))}, jobs)
+    return now, dec
+
+
+def test_adaptive_backs_off_and_ramps_up_within_half_a_second() -> None:
+    pol = A.AdaptivePolicy()
+    now, dec = run_adaptive(pol, 0.0, 2.0, busy=False)
+    open_cap = dec["o"].inflight_cap
+    assert dec["o"].reason == "open" and open_cap == A.OPEN_KERNELS * 500
+    assert dec["o"].gate == GATE_WAIT and 0 < dec["o"].gate_max_wait_us <= A.WAIT_MAX_US
+    # production's demand rises: guarded within 0.5 s (here: the next period)
+    now, dec = run_adaptive(pol, now, DT, busy=True)
+    assert dec["o"].reason == "guard"
+    assert dec["o"].inflight_cap <= A.GUARD_KERNELS * 500 < open_cap
+    # production goes idle: open again within 0.5 s
+    for steps in range(1, 11):  # noqa: B007
+        now, dec = run_adaptive(pol, now, DT, busy=False)
+        if dec["o"].reason == "open":
+            break
+    assert dec["o"].reason == "open" and steps * DT <= 0.5
+    # production leaves (no live process): open at once
+    pol.decide(now + DT, DT, {0: DeviceSignals(0, 0)}, [prod(0, 0, nproc=0), opp("o", 1e5)])
+    assert pol.decide(now + 2 * DT, DT, {0: DeviceSignals(0, 0)},
+                      [prod(0, 0, nproc=0), opp("o", 1e5)])["o"].reason == "open"
+
+
+def test_adaptive_tightens_on_interference_and_recovers() -> None:
+    pol, now = A.AdaptivePolicy(), 0.0
+    dev = {0: DeviceSignals(0, 1)}
+
+    def step(prod_work: float, opp_work: float):
+        nonlocal now
+        now += DT
+        return pol.decide(now, DT, dev, [prod(prod_work, busy=1), opp("o", opp_work)])["o"]
+
+    for _ in range(40):                     # production alone: 2e6/s
+        step(2e6, 0.0)
+    loose = step(2e6, 1e5)
+    for _ in range(40):                     # opportunistic work costs production 10 %
+        tight = step(1.8e6, 1e5)
+    assert tight.inflight_cap < loose.inflight_cap
+    assert tight.gate_max_wait_us > loose.gate_max_wait_us
+    assert pol.devs[0].level < 0.5
+    for _ in range(60):                     # interference gone: back to the loose setting
+        back = step(2e6, 1e5)
+    assert back.inflight_cap == loose.inflight_cap
+
+
+@pytest.mark.parametrize("weights", [(3, 1), (1, 1), (1, 4)])
+def test_adaptive_weights_share_gpu_time(weights: tuple[int, int]) -> None:
+    pol, now = A.AdaptivePolicy(), 0.0
+    solo = {"a": 8e6, "b": 3e4}            # very different work units: never compared
+    rates: dict[str, float | None] = {}
+    for _ in range(200):
+        now += DT
+        model = fluid(solo, rates)
+        jobs = [opp(n, solo[n] * model[n][0], weight=w, throttled=model[n][1])
+                for n, w in zip("ab", weights)]
+        dec = pol.decide(now, DT, {0: DeviceSignals(0, 0)}, jobs)
+        rates = {n: dec[n].rate for n in "ab"}
+    t = fluid(solo, rates)
+    ratio = t["a"][0] / t["b"][0]
+    assert ratio == pytest.approx(weights[0] / weights[1], rel=0.2)
+    assert t["a"][0] + t["b"][0] > 0.9             # work conserving
+
+
+def test_adaptive_unused_share_goes_to_the_other_job() -> None:
+    pol, now = A.AdaptivePolicy(), 0.0
+    solo = {"a": 1e6, "b": 1e6}
+    rates: dict[str, float | None] = {}
+    for _ in range(200):
+        now += DT
+        # b only wants 10 % of the GPU although its weight is high
+        model = fluid(solo, rates, want={"b": 0.1})
+        jobs = [opp(n, solo[n] * model[n][0], w, model[n][1]) for n, w in zip("ab", (1, 9))]
+        dec = pol.decide(now, DT, {0: DeviceSignals(0, 0)}, jobs)
+        rates = {n: dec[n].rate for n in "ab"}
+    assert fluid(solo, rates, want={"b": 0.1})["a"][0] >= 0.7
+    # then b wants the whole GPU: its weight (9:1) wins within a few seconds
+    for _ in range(100):
+        now += DT
+        model = fluid(solo, rates)
+        jobs = [opp(n, solo[n] * model[n][0], w, model[n][1]) for n, w in zip("ab", (1, 9))]
+        dec = pol.decide(now, DT, {0: DeviceSignals(0, 0)}, jobs)
+        rates = {n: dec[n].rate for n in "ab"}
+    t = fluid(solo, rates)
+    assert t["b"][0] / t["a"][0] >= 3
+
+
+def test_adaptive_starvation_free_under_busy_production() -> None:
+    pol, now = A.AdaptivePolicy(), 0.0
+    for i in range(400):
+        now += DT
+        jobs = [prod(1.5e6 if i % 2 else 2e6, busy=1), opp("o1", 10.0, weight=1),
+                opp("o2", 1e5, weight=1000, throttled=0.5)]
+        dec = pol.decide(now, DT, {0: DeviceSignals(0, 1)}, jobs)
+        for o in ("o1", "o2"):
+            d = dec[o]
+            assert d.gate == GATE_WAIT and 0 < d.gate_max_wait_us <= A.WAIT_MAX_US
+            assert d.inflight_cap >= 1 and (d.rate is None or d.rate >= 1)
+
+
+def test_tgs_law_profiles_then_slow_start_then_backs_off() -> None:
+    pol, now = T.TgsLawPolicy(), 0.0
+
+    def run(seconds: float, prod_rate: float):
+        nonlocal now
+        d = None
+        for _ in range(round(seconds / DT)):
+            now += DT
+            d = pol.decide(now, DT, {0: DeviceSignals(0, 1)}, [prod(prod_rate, 1), opp("o", 1e4)])
+        return d["o"]
+
+    d = run(T.PROFILE_S + 1, 1e6)
+    assert d.reason == "law" and d.rate == T.INITIAL_LIMIT
+    d = run(3 * T.WINDOW, 1e6)              # steady: slow start x1.5 + 1 per window
+    assert d.rate == pytest.approx(((T.INITIAL_LIMIT * 1.5 + 1) * 1.5 + 1) * 1.5 + 1)
+    before = d.rate
+    d = run(T.WINDOW, 0.85e6)               # production lost 15 % (> 9 %)
+    assert d.rate < before
+    d = run(6 * T.WINDOW, 0.0)              # production idle -> unlimited
+    assert d.rate is None
+
+
+def test_static_share_of_solo_estimate() -> None:
+    pol, now = make_policy("static", static_share=0.3), 0.0
+    for _ in range(40):
+        now += DT
+        d = pol.decide(now, DT, {}, [prod(1e6, 1), opp("o", 2e5)])["o"]
+    assert d.rate == pytest.approx(0.3 * 2e5) and d.gate == 0 and d.inflight_cap == 0
+    with pytest.raises(ValueError):
+        make_policy("static", static_share=1.5)
+    with pytest.raises(ValueError):
+        make_policy("nope")

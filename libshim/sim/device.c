@@ -1,0 +1,215 @@
+/* device.c: cuInit, the driver version and device queries. */
+#include <string.h>
+
+#include "sim.h"
+
+struct sim_globals g_sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .proc_slot = -1};
+__thread struct sim_thread g_sim_thread;
+
+static pthread_mutex_t *init_lock(void)
+{
+    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER; /* guards only cuInit */
+    return &m;
+}
+
+CUresult cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_check_init() == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(init_lock());
+    CUresult r = CUDA_SUCCESS;
+    if (!g_sim.initialized) {
+        g_sim.log_level = sim_env_loglevel();
+        g_sim.ns_per_thread = sim_env_double("TGS_SIM_NS_PER_THREAD", 1.0, 0.0, 1e9);
+        g_sim.queue_depth = sim_env_u64("TGS_SIM_QUEUE_DEPTH", 1024, 1, SIM_RING - 1);
+        r = sim_state_open();
+        if (r == CUDA_SUCCESS)
+            __atomic_store_n(&g_sim.initialized, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(init_lock());
+    return r;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_dev(CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return dev >= 0 && dev < sim_ndev() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = sim_ndev();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= sim_ndev())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", "TGS Simulated GPU");
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Stable per state file and ordinal: splitmix64 of the file's seed. */
+    uint64_t x = g_sim.st->hdr.uuid_seed + 0x9e3779b97f4a7c15ull * (uint64_t)(dev + 1);
+    for (int i = 0; i < 2; i++) {
+        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        memcpy(uuid->bytes + 8 * i, &z, 8);
+    }
+    uuid->bytes[6] = (char)((uuid->bytes[6] & 0x0f) | 0x40); /* RFC 4122 v4 shape */
+    uuid->bytes[8] = (char)((uuid->bytes[8] & 0x3f) | 0x80);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = g_sim.st->dev[dev].mem_total;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b = 0;
+    if (!bytes)
+        return check_dev(dev) != CUDA_SUCCESS ? check_dev(dev) : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuDeviceTotalMem_v2(&b, dev);
+    if (r == CUDA_SUCCESS)
+        *bytes = b > 0xffffffffull ? 0xffffffffu : (unsigned int)b;
+    return r;
+}
+
+static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
+{
+    int v;
+    switch ((int)a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 49152; break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: v = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: v = 512; break;
+    case 15 /* GPU_OVERLAP */: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 108; break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
+    case 32 /* ECC_ENABLED */: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = dev + 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 2619000; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 5120; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 50331648; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
+    case 40 /* ASYNC_ENGINE_COUNT */: v = 2; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: v = 1; break;
+    case 81 /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */: v = 233472; break;
+    case 82 /* MAX_REGISTERS_PER_MULTIPROCESSOR */: v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 1; break;
+    case 84 /* MULTI_GPU_BOARD */: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: v = 1; break;
+    case 97 /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */: v = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
+    default:
+        /* Other valid attributes read as 0 ("not supported"), like a
+         * capability the device lacks; out-of-range ones are invalid. */
+        if ((int)a <= 0 || (int)a > 160)
+            return -1;
+        v = 0;
+    }
+    *out = v;
+    return 0;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    return attribute(attrib, dev, pi) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    CUresult r = check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", (unsigned)(dev + 1));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+    if (!ppExportTable || !pExportTableId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ppExportTable = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

@@ -1,0 +1,65 @@
+/* errors.c: cuGetErrorName / cuGetErrorString (work before cuInit). */
+#include <stddef.h>
+
+#include "sim.h"
+
+struct err_row {
+    CUresult code;
+    const char *name;
+    const char *text;
+};
+
+#define E(c, t) {c, #c, t}
+static const struct err_row errs[] = {
+    E(CUDA_SUCCESS, "no error"),
+    E(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
+    E(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
+    E(CUDA_ERROR_NOT_INITIALIZED, "initialization error"),
+    E(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
+    E(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
+    E(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
+    E(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid"),
+    E(CUDA_ERROR_INVALID_CONTEXT, "invalid device context"),
+    E(CUDA_ERROR_ALREADY_MAPPED, "resource already mapped"),
+    E(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image is available for execution on the device"),
+    E(CUDA_ERROR_NOT_MAPPED, "resource not mapped"),
+    E(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
+    E(CUDA_ERROR_INVALID_SOURCE, "device kernel image is invalid"),
+    E(CUDA_ERROR_FILE_NOT_FOUND, "file not found"),
+    E(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
+    E(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state"),
+    E(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
+    E(CUDA_ERROR_NOT_READY, "device not ready"),
+    E(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
+    E(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
+    E(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed"),
+    E(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
+    E(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    E(CUDA_ERROR_UNKNOWN, "unknown error"),
+};
+
+static const struct err_row *find(CUresult e)
+{
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+        if (errs[i].code == e)
+            return &errs[i];
+    return NULL;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct err_row *r = find(error);
+    *pStr = r ? r->text : NULL;
+    return r ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct err_row *r = find(error);
+    *pStr = r ? r->name : NULL;
+    return r ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,111 @@
+/*
+ * launch.c: kernel launches.  A kernel does not compute; it occupies the
+ * device for blocks x threads x TGS_SIM_NS_PER_THREAD x its cost factor ns.
+ */
+#include "sim.h"
+
+static CUresult check_dims(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                           unsigned int by, unsigned int bz)
+{
+    if (!gx || !gy || !gz || !bx || !by || !bz)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (gx > 2147483647u || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
+        (uint64_t)bx * by * bz > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t kernel_ns(const struct CUfunc_st *f, unsigned int gx, unsigned int gy,
+                          unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz)
+{
+    double threads = (double)gx * gy * gz * (double)bx * by * bz;
+    double ns = threads * g_sim.ns_per_thread * f->factor;
+    return ns >= 1.8e19 ? (uint64_t)1.8e19 : (uint64_t)ns;
+}
+
+CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                    unsigned int bx, unsigned int by, unsigned int bz, CUstream s, int ptsz)
+{
+    (void)ptsz; /* one FIFO per context: the default streams behave alike */
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_handle_ok(f, SIM_K_FUNC))
+        return CUDA_ERROR_INVALID_HANDLE;
+    r = check_dims(gx, gy, gz, bx, by, bz);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    r = sim_stream_resolve(s, &ctx, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t seq;
+    r = sim_enqueue(ctx, kernel_ns(f, gx, gy, gz, bx, by, bz), 0, &seq);
+    if (r == CUDA_SUCCESS)
+        sim_stream_note(ctx, obj, seq);
+    return r;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void **kernelParams, void **extra)
+{
+    if (kernelParams && extra)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    if (sharedMemBytes > 232448)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return sim_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
+                      0);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void **kernelParams, void **extra)
+{
+    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                          sharedMemBytes, hStream, kernelParams, extra);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!config || (config->numAttrs && !config->attrs) || (kernelParams && extra))
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                      config->blockDimY, config->blockDimZ, config->hStream, 0);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                               void **extra)
+{
+    return cuLaunchKernelEx(config, f, kernelParams, extra);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams)
+{
+    (void)kernelParams;
+    if (sharedMemBytes > 232448)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return sim_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
+                      0);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ,
+                                        unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        CUstream hStream, void **kernelParams)
+{
+    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                     blockDimZ, sharedMemBytes, hStream, kernelParams);
+}

@@ -1,0 +1,323 @@
+/*
+ * memory.c: device and managed allocations, accounting against the shared
+ * device capacity, and the process-local table of device-memory regions.
+ * Device memory is lazily mapped host memory (MAP_NORESERVE) and a
+ * CUdeviceptr is its process-local address, so copies round-trip exactly.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "sim.h"
+
+#define PAGE 4096ull
+
+struct CUmemPoolHandle_st {
+    struct sim_obj obj;
+    int dev;
+};
+
+/* Default pools: constant objects (never written), one per device. */
+#define POOL(d) {.obj = {.kind = SIM_K_POOL}, .dev = d}
+static struct CUmemPoolHandle_st default_pools[SIM_MAX_DEVICES] = {
+    POOL(0), POOL(1), POOL(2), POOL(3), POOL(4), POOL(5), POOL(6), POOL(7)};
+
+CUresult sim_mem_account(int dev, int64_t bytes, int managed)
+{
+    struct sim_state *st = g_sim.st;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        sim_dev_lock(dev);
+        struct sim_device *dv = &st->dev[dev];
+        struct sim_proc_dev *pd = &st->proc[g_sim.proc_slot].dev[dev];
+        if (managed) {
+            dv->managed_used += (uint64_t)bytes;
+            pd->managed_used += (uint64_t)bytes;
+            sim_dev_unlock(dev);
+            return CUDA_SUCCESS;
+        }
+        if (bytes <= 0 || dv->mem_used + (uint64_t)bytes <= dv->mem_total) {
+            dv->mem_used += (uint64_t)bytes;
+            pd->mem_used += (uint64_t)bytes;
+            sim_dev_unlock(dev);
+            return CUDA_SUCCESS;
+        }
+        sim_dev_unlock(dev);
+        if (attempt == 0)
+            sim_reap_dead(1); /* a dead process may still hold memory */
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static size_t region_index(uint64_t p) /* first region with base > p */
+{
+    size_t lo = 0, hi = g_sim.nregions;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g_sim.regions[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int region_insert(const struct sim_region *r)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    if (g_sim.nregions == g_sim.regions_cap) {
+        size_t cap = g_sim.regions_cap ? g_sim.regions_cap * 2 : 64;
+        struct sim_region *n = realloc(g_sim.regions, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&g_sim.lock);
+            return -1;
+        }
+        g_sim.regions = n;
+        g_sim.regions_cap = cap;
+    }
+    size_t i = region_index(r->base);
+    memmove(&g_sim.regions[i + 1], &g_sim.regions[i],
+            (g_sim.nregions - i) * sizeof *g_sim.regions);
+    g_sim.regions[i] = *r;
+    g_sim.nregions++;
+    pthread_mutex_unlock(&g_sim.lock);
+    return 0;
+}
+
+/* Remove the region starting exactly at base whose kind is in mask. */
+int sim_region_take(uint64_t base, int mask, struct sim_region *out)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(base);
+    int ok = i > 0 && g_sim.regions[i - 1].base == base &&
+             (mask & (1 << g_sim.regions[i - 1].kind));
+    if (ok) {
+        *out = g_sim.regions[i - 1];
+        memmove(&g_sim.regions[i - 1], &g_sim.regions[i],
+                (g_sim.nregions - i) * sizeof *g_sim.regions);
+        g_sim.nregions--;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok ? 0 : -1;
+}
+
+int sim_mem_range_ok(uint64_t p, size_t n)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(p);
+    int ok = i > 0 && p - g_sim.regions[i - 1].base <= g_sim.regions[i - 1].size &&
+             n <= g_sim.regions[i - 1].size - (p - g_sim.regions[i - 1].base);
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok;
+}
+
+/* Exposed to vmm.c: a mapped VMM range is device memory too. */
+int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm)
+{
+    struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = dev, .vmm = vmm};
+    return region_insert(&r);
+}
+
+CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bytes > (1ull << 48))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t size = (bytes + PAGE - 1) & ~(PAGE - 1);
+    int managed = kind == SIM_R_MANAGED;
+    r = sim_mem_account(ctx->dev, (int64_t)size, managed);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, fl, -1, 0);
+    struct sim_region reg = {.base = (uint64_t)(uintptr_t)p, .size = size, .acct = size,
+                             .kind = kind, .dev = ctx->dev};
+    if (p == MAP_FAILED || region_insert(&reg) != 0) {
+        if (p != MAP_FAILED)
+            munmap(p, size);
+        sim_mem_account(ctx->dev, -(int64_t)size, managed);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = reg.base;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    struct sim_region reg;
+    if (sim_region_take(dptr, kind_mask, &reg) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap((void *)(uintptr_t)reg.base, reg.size);
+    return sim_mem_account(reg.dev, -(int64_t)reg.acct, reg.kind == SIM_R_MANAGED);
+}
+
+#define FREEABLE ((1 << SIM_R_DEVICE) | (1 << SIM_R_MANAGED))
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    return sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0);
+}
+
+CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
+{
+    CUdeviceptr p = 0;
+    if (!dptr)
+        return sim_check_init() != CUDA_SUCCESS ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = sim_mem_alloc(&p, bytesize, SIM_R_DEVICE, 1);
+    if (r == CUDA_SUCCESS && p > 0xffffffffull) {
+        sim_mem_free(p, FREEABLE);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS)
+        *dptr = (unsigned int)p;
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) { return sim_mem_free(dptr, FREEABLE); }
+CUresult cuMemFree(unsigned int dptr) { return sim_mem_free(dptr, FREEABLE); }
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return sim_check_init() != CUDA_SUCCESS ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return sim_mem_alloc(dptr, bytesize, SIM_R_MANAGED, 0);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                            size_t Height, unsigned int ElementSizeBytes)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511; /* 512-byte rows, like real GPUs */
+    if (Height > (1ull << 48) / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Goes through the exported entry point on purpose: -Bsymbolic binds it
+     * here, so an LD_PRELOAD library never sees this inner call. */
+    r = cuMemAlloc_v2(dptr, pitch * Height);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                         unsigned int Height, unsigned int ElementSizeBytes)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t pitch = ((uint64_t)WidthInBytes + 511) & ~511ull;
+    if (pitch * Height > 0xffffffffull)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = cuMemAlloc(dptr, (unsigned int)(pitch * Height));
+    if (r == CUDA_SUCCESS)
+        *pPitch = (unsigned int)pitch;
+    return r;
+}
+
+static CUresult check_stream(CUstream s)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    return sim_stream_resolve(s, &ctx, &obj);
+}
+
+/* Stream-ordered allocation: the simulator allocates at once (kernels do not
+ * touch memory, so stream order cannot be observed). */
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    CUresult r = check_stream(hStream);
+    return r != CUDA_SUCCESS ? r : cuMemAlloc_v2(dptr, bytesize);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return cuMemAllocAsync(dptr, bytesize, hStream);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    CUresult r = check_stream(hStream);
+    return r != CUDA_SUCCESS ? r : cuMemFree_v2(dptr);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return cuMemFreeAsync(dptr, hStream);
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= sim_ndev())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *pool_out = &default_pools[dev];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    CUresult r = check_stream(hStream);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uintptr_t p = (uintptr_t)pool, b = (uintptr_t)default_pools;
+    if (p < b || p >= b + sizeof default_pools || (p - b) % sizeof default_pools[0])
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pool->dev != sim_current_dev())
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuMemAlloc_v2(dptr, bytesize);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!free_out || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_device *dv = &g_sim.st->dev[ctx->dev];
+    uint64_t used = __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED);
+    *total = dv->mem_total;
+    *free_out = used < dv->mem_total ? dv->mem_total - used : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo(unsigned int *free_out, unsigned int *total)
+{
+    size_t f = 0, t = 0;
+    if (!free_out || !total)
+        return sim_check_init() != CUDA_SUCCESS ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemGetInfo_v2(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        *free_out = f > 0xffffffffull ? 0xffffffffu : (unsigned int)f;
+        *total = t > 0xffffffffull ? 0xffffffffu : (unsigned int)t;
+    }
+    return r;
+}

@@ -1,0 +1,207 @@
+/*
+ * sim.h: private declarations shared by the simulator's source files.
+ * Everything here is hidden: only the CUDA entry points are exported.
+ */
+#ifndef TGS_SIM_H
+#define TGS_SIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tgs/cuda_abi.h"
+#include "sim_state.h"
+
+#pragma GCC visibility push(hidden)
+
+#define SIM_MAX_STACK 16 /* per-thread context stack depth */
+
+enum sim_kind {
+    SIM_K_CTX = 0x43545831,
+    SIM_K_STREAM,
+    SIM_K_EVENT,
+    SIM_K_MODULE,
+    SIM_K_FUNC,
+    SIM_K_GRAPH,
+    SIM_K_NODE,
+    SIM_K_EXEC,
+    SIM_K_ARRAY,
+    SIM_K_MIPMAP,
+    SIM_K_POOL,
+    SIM_K_VMM,
+};
+
+/* Every handle the simulator gives out starts with this header. */
+struct sim_obj {
+    uint32_t kind;
+};
+
+struct CUctx_st {
+    struct sim_obj obj;
+    int dev;
+    int slot;      /* shared context slot */
+    int primary;   /* 1 for a device's primary context */
+    unsigned int flags;
+    uint64_t next_marker; /* event markers issued (this process owns the slot) */
+};
+
+struct CUstream_st {
+    struct sim_obj obj;
+    struct CUctx_st *ctx;
+    unsigned int flags;
+    int priority;
+    uint64_t last_seq; /* items [.., last_seq) were issued on this stream */
+};
+
+struct CUevent_st {
+    struct sim_obj obj;
+    struct CUctx_st *ctx;
+    unsigned int flags;
+    int recorded;
+    int slot;
+    uint32_t gen;
+    uint64_t seq;     /* done when the context's head >= seq */
+    uint64_t marker;  /* marker id, for the completion time */
+    uint64_t t_ns;    /* cached completion time, 0 unknown */
+};
+
+struct sim_span {
+    uint64_t base;
+    uint64_t size;
+};
+
+struct sim_cost {
+    char name[128];
+    double factor;
+};
+
+struct CUmod_st {
+    struct sim_obj obj;
+    struct CUctx_st *ctx;
+    struct sim_cost *costs;
+    size_t ncosts;
+    struct CUfunc_st **funcs;
+    size_t nfuncs;
+};
+
+struct CUfunc_st {
+    struct sim_obj obj;
+    struct CUmod_st *mod;
+    double factor;
+    char name[];
+};
+
+/* Process-wide state of the simulator: the one mutable global. */
+struct sim_globals {
+    pthread_mutex_t lock; /* guards the process-local tables below */
+    int initialized;
+    int fd;
+    int proc_slot;
+    struct sim_state *st;
+    size_t map_size;
+    /* per-process parameters (env) */
+    double ns_per_thread;
+    uint64_t queue_depth;
+    int log_level;
+    /* contexts */
+    struct CUctx_st *primary[SIM_MAX_DEVICES];
+    int primary_refs[SIM_MAX_DEVICES];
+    unsigned int primary_flags[SIM_MAX_DEVICES];
+    /* handle registry: open addressing set of live handles */
+    void **handles;
+    size_t handles_cap, handles_len, handles_tomb;
+    /* device-memory regions, sorted by base */
+    struct sim_region *regions;
+    size_t nregions, regions_cap;
+    /* VMM address reservations */
+    struct sim_span *reserves;
+    size_t nreserves, reserves_cap;
+};
+
+extern struct sim_globals g_sim;
+
+/* Per-thread state: the current-context stack. */
+struct sim_thread {
+    struct CUctx_st *stack[SIM_MAX_STACK];
+    int depth;
+};
+extern __thread struct sim_thread g_sim_thread;
+
+/* log.c / env.c */
+enum { SIM_LOG_ERROR = 0, SIM_LOG_WARN = 1, SIM_LOG_INFO = 2, SIM_LOG_DEBUG = 3 };
+void sim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max);
+uint64_t sim_env_bytes(const char *name, uint64_t def);
+double sim_env_double(const char *name, double def, double min, double max);
+int sim_env_loglevel(void);
+int sim_parse_bytes(const char *s, uint64_t *out);
+uint64_t sim_now_ns(void);
+void sim_sleep_until(uint64_t t_ns);
+
+/* state.c */
+CUresult sim_state_open(void);
+void sim_reap_dead(int force);
+void sim_dev_lock(int dev);
+void sim_dev_unlock(int dev);
+
+/* init gate used by every entry point that needs cuInit */
+static inline CUresult sim_check_init(void)
+{
+    return __atomic_load_n(&g_sim.initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
+                                                                  : CUDA_ERROR_NOT_INITIALIZED;
+}
+static inline struct sim_state *sim_st(void) { return g_sim.st; }
+static inline int sim_ndev(void) { return (int)g_sim.st->hdr.ndevices; }
+
+/* handles.c */
+void sim_handle_add(void *h);
+void sim_handle_del(void *h);
+int sim_handle_ok(const void *h, uint32_t kind);
+
+/* engine.c: the time-sliced device (callers hold no locks) */
+void sim_advance_locked(int dev, uint64_t now);
+CUresult sim_enqueue(struct CUctx_st *ctx, uint64_t dur_ns, uint64_t marker, uint64_t *seq_out);
+void sim_wait_seq(struct CUctx_st *ctx, uint64_t seq);
+int sim_seq_done(struct CUctx_st *ctx, uint64_t seq);
+int sim_ctx_slot_alloc(int dev);
+void sim_ctx_slot_free(int slot);
+uint64_t sim_marker_time(int slot, uint32_t gen, uint64_t marker);
+uint64_t sim_ctx_tail(struct CUctx_st *ctx);
+
+/* context.c */
+CUresult sim_current_ctx(struct CUctx_st **out);
+CUresult sim_ctx_sync(struct CUctx_st *ctx);
+
+/* stream_event.c: resolve a stream handle to its context and stream object */
+CUresult sim_stream_resolve(CUstream s, struct CUctx_st **ctx, struct CUstream_st **obj);
+void sim_stream_note(struct CUctx_st *ctx, struct CUstream_st *obj, uint64_t seq_end);
+CUresult sim_stream_sync(CUstream s);
+
+/* memory.c: regions of simulated device memory */
+enum sim_region_kind { SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP };
+struct sim_region {
+    uint64_t base;
+    uint64_t size;
+    uint64_t acct; /* bytes accounted against capacity */
+    int kind;
+    int dev;
+    void *vmm; /* SIM_R_VMM_MAP: the physical allocation mapped here */
+};
+CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
+CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
+CUresult sim_mem_account(int dev, int64_t bytes, int managed);
+int sim_mem_range_ok(uint64_t p, size_t n);
+int sim_current_dev(void);
+int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
+int sim_region_take(uint64_t base, int mask, struct sim_region *out);
+
+/* launch.c: compute a launch's simulated duration and enqueue it */
+CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                    unsigned int bx, unsigned int by, unsigned int bz, CUstream s, int ptsz);
+
+/* lookup.c */
+void *sim_lookup_symbol(const char *exported_name);
+
+#pragma GCC visibility pop
+
+#endif /* TGS_SIM_H */

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
+SIM_DEFAULT_MEM = 16 << 30
 
 
 @dataclass(frozen=True)
@@ -73,19 +75,34 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _env_bytes(text: str, default: int) -> int:
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    try:
+        unit = t[-1] if t and t[-1] in _UNITS else ""
+        return int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
+    except (ValueError, IndexError):
+        return default
+
+
 def sim_devices() -> list[Device]:
-    """The simulated GPUs, as the simulator's state file (TGS_SIM_STATE) describes them."""
+    """The simulated GPUs: from the simulator's state file (bench.simstate) when readable,
+    else from the environment the simulator reads (TGS_SIM_DEVICES, TGS_SIM_MEM)."""
     try:
         from tgs.bench import simstate
-    except ImportError as exc:
-        raise DeviceError(f"no NVML and no simulator reader (tgs.bench.simstate): {exc}") \
-            from exc
-    try:
-        devs = simstate.devices()
+        devs = simstate.devices()       # type: ignore[attr-defined]
+        return [Device(int(d.index), str(d.uuid), str(d.name), int(d.mem_total), "sim")
+                for d in devs]
     except Exception as exc:
-        raise DeviceError(f"cannot read the simulator's devices: {exc}") from exc
-    return [Device(int(d.index), str(d.uuid), str(d.name), int(d.mem_total), "sim")
-            for d in devs]
+        log.debug("simulator state not readable (%s): using its environment", exc)
+    try:
+        n = max(1, min(8, int(os.environ.get("TGS_SIM_DEVICES", "1"))))
+    except ValueError:
+        n = 1
+    mem = _env_bytes(os.environ.get("TGS_SIM_MEM", ""), SIM_DEFAULT_MEM)
+    return [Device(i, f"GPU-sim-{i}", "TGS simulated GPU", mem, "sim") for i in range(n)]
 
 
 def discover(force_sim: bool = False) -> list[Device]:

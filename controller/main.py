@@ -1,9 +1,127 @@
-"""`tgs-controller` entry point (placeholder until its issue lands)."""
+"""`tgs-controller`: the node daemon (always runs in the foreground; systemd supervises it)."""
 
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
 import sys
+from pathlib import Path
 
-from tgs._stub import not_yet
+import click
+
+from . import paths
+from .devices import DeviceError, discover
+from .loop import ControlLoop
+from .policy import POLICIES, make_policy
+from .registry import Registry
+from .server import Handler, Server
+from .state import StateError, StateStore, default_state_dir
+
+log = logging.getLogger("tgs.controller")
+
+
+def _lock(path: Path) -> int:
+    """Hold an exclusive lock for the daemon's life: one controller per directory."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise click.ClickException(f"another tgs-controller holds {path}") from None
+    return fd
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--foreground", is_flag=True,
+              help="Run in the foreground (the only mode: use systemd or & to detach).")
+@click.option("--policy", type=click.Choice(POLICIES), default="adaptive", show_default=True)
+@click.option("--period-ms", type=click.FloatRange(1, 100), default=50, show_default=True,
+              help="Control period.")
+@click.option("--state-dir", type=click.Path(path_type=Path), default=None,
+              help="Durable state (default /var/lib/tgs as root, else $XDG_STATE_HOME/tgs).")
+@click.option("--segment-dir", type=click.Path(path_type=Path), default=None,
+              help="Job and device segments (default <state dir>/segments).")
+@click.option("--runtime-dir", type=click.Path(path_type=Path), default=None,
+              help="Sockets (default /run/tgs as root, else $XDG_RUNTIME_DIR/tgs or /tmp/tgs-UID).")
+@click.option("--listen", multiple=True,
+              help="Extra request endpoint: PORT or HOST:PORT (tcp, loopback unless a host is "
+                   "given) or a ZeroMQ endpoint. Repeatable.")
+@click.option("--sim", is_flag=True, help="Use the simulated GPUs even if NVML is present.")
+@click.option("--static-share", type=click.FloatRange(0, 1, min_open=True), default=0.3,
+              show_default=True, help="Share per opportunistic job for --policy static.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)
+def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
+        segment_dir: Path | None, runtime_dir: Path | None, listen: tuple[str, ...], sim: bool,
+        static_share: float, log_level: str) -> None:
+    """TGS node controller: job registry, GPU-time allocation, ZeroMQ control plane."""
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    state_dir = state_dir or default_state_dir()
+    runtime_dir = runtime_dir or paths.default_runtime_dir()
+    seg_dir = segment_dir or state_dir / "segments"
+    try:
+        paths.private_dir(state_dir)
+        paths.private_dir(runtime_dir)
+        seg_dir.mkdir(parents=True, exist_ok=True)
+        for name in (paths.CONTROL_SOCK, paths.METRICS_SOCK):
+            paths.check_ipc_path(runtime_dir / name)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    locks = [_lock(state_dir / "controller.lock"), _lock(runtime_dir / "controller.lock")]
+    try:
+        devices = discover(force_sim=sim)
+    except DeviceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    # imported late: intercept parses segment.h, which a --help run does not need
+    from tgs.intercept.locate import find_shim
+
+    from .segments import SegmentFactory, device_segment
+
+    try:
+        launch_env = {"LD_PRELOAD": str(find_shim())}
+    except FileNotFoundError as exc:
+        log.warning("%s: register replies will carry no LD_PRELOAD", exc)
+        launch_env = {}
+    dev_segs = {d.index: device_segment(seg_dir, d.index) for d in devices}
+    store = StateStore(state_dir)
+    registry = Registry(store, devices, seg_dir, SegmentFactory(seg_dir), launch_env)
+    try:
+        registry.load()
+    except StateError as exc:
+        raise click.ClickException(str(exc)) from exc
+    loop = ControlLoop(registry, make_policy(policy, static_share), dev_segs, period_ms / 1000)
+    endpoints = [paths.control_endpoint(runtime_dir)] + [paths.listen_endpoint(x) for x in listen]
+    info = {"state_dir": str(state_dir), "segment_dir": str(seg_dir),
+            "runtime_dir": str(runtime_dir), "endpoints": endpoints,
+            "metrics": paths.metrics_endpoint(runtime_dir)}
+    try:
+        server = Server(Handler(registry, loop, info), endpoints, info["metrics"])
+    except Exception as exc:
+        raise click.ClickException(f"cannot bind {endpoints}: {exc}") from exc
+    signal.signal(signal.SIGTERM, server.stop)
+    signal.signal(signal.SIGINT, server.stop)
+    log.info("tgs-controller up: policy %s, period %g ms, %d device(s) (%s), %d job(s), %s",
+             policy, period_ms, len(devices), devices[0].kind, len(registry.jobs),
+             ", ".join(endpoints))
+    try:
+        server.serve()
+    finally:
+        server.close()
+        registry.close()
+        for d in dev_segs.values():
+            d.close()
+        for name in (paths.CONTROL_SOCK, paths.METRICS_SOCK):
+            try:
+                os.unlink(runtime_dir / name)
+            except OSError:
+                pass
+        for fd in locks:
+            os.close(fd)
+        log.info("tgs-controller stopped (state kept in %s)", state_dir)
 
 
 def main() -> None:
-    sys.exit(not_yet("tgs-controller"))
+    cli()

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +71,116 @@ def make_handler(tmp: Path, factory: FakeFactory | None = None) -> Handler:
                    {"LD_PRELOAD": "/x/libtgs.so"})
     reg.load()
     return Handler(reg, FakeEngine(), {"state_dir": str(tmp / "state")})
+
+
+# ------------------------------------------------------------------ daemons and fake processes
+
+FAKE_PROC = r"""
+import os, sys, time
+from tgs.intercept import segment as S, ofd
+seg = S.open_segment(sys.argv[1])
+rate = float(sys.argv[2])
+busy = int(sys.argv[3])
+for i in range(seg.nslots):
+    if ofd.try_lock(seg.fd, S.LOCK_SLOT_BASE + i):
+        break
+s = seg.slot(i)
+s.pid = os.getpid(); s.generation += 1; s.mem_used = 0
+s.state = S.SLOT_ACTIVE
+s.dev_active = busy
+print(i, flush=True)
+t0 = time.monotonic()
+while True:
+    time.sleep(0.01)
+    s.lanes[0].work = int((time.monotonic() - t0) * rate)
+    s.lanes[0].launches = int((time.monotonic() - t0) * 100)
+"""
+
+
+def start_fake_proc(segment: str, work_rate: float = 1e6, busy: int = 0) -> subprocess.Popen:
+    """A child that holds a slot lock like a shim and counts work; prints its slot."""
+    p = subprocess.Popen([sys.executable, "-c", FAKE_PROC, segment, str(work_rate), str(busy)],
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline() if p.stdout else ""
+    if not line.strip():
+        p.kill()
+        p.wait()
+        raise RuntimeError("fake process failed to claim a slot")
+    return p
+
+
+def stop(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Daemon:
+    """A tgs-controller subprocess with private dirs; stopped by pid."""
+
+    def __init__(self, base: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.base = base
+        self.state = base / "state"
+        # ipc paths are limited to 107 bytes: keep the runtime dir short
+        self.runtime = Path(tempfile.mkdtemp(prefix="tgs-rt-"))
+        self.args = list(args)
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Daemon:
+        cmd = [sys.executable, "-m", "tgs.controller", "--state-dir", str(self.state),
+               "--runtime-dir", str(self.runtime), "--sim", "--log-level", "debug", *self.args]
+        self.log = open(self.base / "controller.log", "ab")
+        self.proc = subprocess.Popen(cmd, stderr=self.log, env=self.env)
+        from tgs.controller.client import Client, ControllerUnavailable
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = (self.base / "controller.log").read_text()
+                raise RuntimeError(f"controller exited: {log}")
+            try:
+                Client(runtime_dir=self.runtime, timeout=0.5).status()
+                return self
+            except ControllerUnavailable:
+                time.sleep(0.1)
+        raise RuntimeError("controller did not come up")
+
+    def client(self, timeout: float = 5.0):
+        from tgs.controller.client import Client
+        return Client(runtime_dir=self.runtime, timeout=timeout)
+
+    def kill(self, sig: int = signal.SIGKILL) -> int | None:
+        stop(self.proc, sig)
+        rc = self.proc.returncode if self.proc else None
+        self.proc = None
+        return rc
+
+    def close(self) -> None:
+        self.kill()
+        if hasattr(self, "log"):
+            self.log.close()
+        for f in self.runtime.iterdir():
+            f.unlink()
+        self.runtime.rmdir()
+
+
+@contextmanager
+def daemon(base: Path, *args: str, env: dict[str, str] | None = None):
+    d = Daemon(base, *args, env=env)
+    try:
+        yield d.start()
+    finally:
+        d.close()
+
+
+def wait_for(pred, timeout: float = 10.0, step: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        val = pred()
+        if val or time.monotonic() > deadline:
+            return val
+        time.sleep(step)

@@ -1,0 +1,5 @@
+"""`python -m tgs.controller` = tgs-controller."""
+
+from .main import main
+
+main()

@@ -1,0 +1,79 @@
+/*
+ * libshim/meminfo_hooks.c: the quota presented as the device's memory.
+ * total = min(quota, real total); free = total - job usage, clamped to
+ * [0, total] and to the real free memory: never negative, never wrapped.
+ * Without a quota (no segment limit, no TGS_MEM_LIMIT) the real values pass.
+ */
+#include "shim.h"
+
+static void present(uint64_t *freep, uint64_t *totalp)
+{
+    uint64_t q, used;
+    if (!tgs_mem_view(&q, &used))
+        return;
+    uint64_t total = q < *totalp ? q : *totalp;
+    uint64_t fr = used >= total ? 0 : total - used;
+    if (fr > *freep)
+        fr = *freep;
+    *totalp = total;
+    *freep = fr;
+}
+
+TGS_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    TGS_HIT(cuMemGetInfo_v2);
+    tgs_ensure_init();
+    if (!tgs_g.real.cuMemGetInfo_v2)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = tgs_g.real.cuMemGetInfo_v2(free, total);
+    if (r == CUDA_SUCCESS && free && total) {
+        uint64_t f = *free, t = *total;
+        present(&f, &t);
+        *free = (size_t)f;
+        *total = (size_t)t;
+    }
+    tgs_heartbeat();
+    return r;
+}
+
+TGS_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+    TGS_HIT(cuMemGetInfo);
+    tgs_ensure_init();
+    if (!tgs_g.real.cuMemGetInfo)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = tgs_g.real.cuMemGetInfo(free, total);
+    if (r == CUDA_SUCCESS && free && total) {
+        uint64_t f = *free, t = *total;
+        present(&f, &t);
+        *free = (unsigned int)f;
+        *total = (unsigned int)t;
+    }
+    return r;
+}
+
+TGS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    TGS_HIT(cuDeviceTotalMem_v2);
+    tgs_ensure_init();
+    if (!tgs_g.real.cuDeviceTotalMem_v2)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = tgs_g.real.cuDeviceTotalMem_v2(bytes, dev);
+    uint64_t q, used;
+    if (r == CUDA_SUCCESS && bytes && tgs_mem_view(&q, &used) && q < *bytes)
+        *bytes = (size_t)q;
+    return r;
+}
+
+TGS_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    TGS_HIT(cuDeviceTotalMem);
+    tgs_ensure_init();
+    if (!tgs_g.real.cuDeviceTotalMem)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = tgs_g.real.cuDeviceTotalMem(bytes, dev);
+    uint64_t q, used;
+    if (r == CUDA_SUCCESS && bytes && tgs_mem_view(&q, &used) && q < *bytes)
+        *bytes = (unsigned int)q;
+    return r;
+}

@@ -1,0 +1,92 @@
+/* libshim/options.c: every TGS_* variable the shim reads, read once, here. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "shim.h"
+
+/* "8GiB", "512M", "1000" ...: binary multiples for K/M/G with or without iB. */
+int tgs_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    static const struct { const char *suffix; unsigned shift; } units[] = {
+        { "", 0 }, { "B", 0 }, { "K", 10 }, { "KB", 10 }, { "KiB", 10 }, { "M", 20 },
+        { "MB", 20 }, { "MiB", 20 }, { "G", 30 }, { "GB", 30 }, { "GiB", 30 },
+        { "T", 40 }, { "TB", 40 }, { "TiB", 40 },
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            if (units[i].shift && v > (UINT64_MAX >> units[i].shift))
+                return -1;
+            *out = (uint64_t)v << units[i].shift;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void copy_env(char *dst, size_t cap, const char *name)
+{
+    const char *v = getenv(name);
+    dst[0] = '\0';
+    if (!v)
+        return;
+    if (strlen(v) >= cap) {
+        tgs_log(TGS_LOG_ERROR, "%s is too long, ignored", name);
+        return;
+    }
+    strcpy(dst, v);
+}
+
+void tgs_options_load(struct tgs_options *o)
+{
+    o->log_level = TGS_LOG_WARN;
+    const char *lv = getenv("TGS_LOG_LEVEL");
+    int bad_level = 0;
+    if (lv && *lv) {
+        static const char *names[] = { "error", "warn", "info", "debug" };
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcasecmp(lv, names[i]) == 0)
+                found = i;
+        if (found < 0)
+            bad_level = 1;
+        else
+            o->log_level = found;
+    }
+    if (bad_level)
+        tgs_log(TGS_LOG_ERROR, "TGS_LOG_LEVEL=%s is not one of error|warn|info|debug; using warn",
+                lv);
+
+    copy_env(o->segment_path, sizeof(o->segment_path), "TGS_SEGMENT");
+    copy_env(o->real_libcuda, sizeof(o->real_libcuda), "TGS_REAL_LIBCUDA");
+
+    o->mem_limit = TGS_QUOTA_UNLIMITED;
+    const char *ml = getenv("TGS_MEM_LIMIT");
+    if (ml && *ml) {
+        uint64_t v;
+        if (tgs_parse_size(ml, &v) == 0)
+            o->mem_limit = v;
+        else
+            tgs_log(TGS_LOG_ERROR,
+                    "TGS_MEM_LIMIT=%s is not a size (e.g. 8GiB, 512M, 1000000); no static limit",
+                    ml);
+    }
+
+    const char *dh = getenv("TGS_DEBUG_HITS");
+    o->debug_hits = dh && strcmp(dh, "1") == 0;
+}

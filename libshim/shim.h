@@ -1,0 +1,253 @@
+/*
+ * libshim/shim.h: internals shared by the shim's translation units (never
+ * installed).  All global mutable state lives in one struct, tgs_g
+ * (state.c); the only other mutable state is the per-thread lane cache
+ * tgs_tls, which is thread-local by nature.
+ */
+#ifndef TGS_SHIM_H
+#define TGS_SHIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tgs/cuda_abi.h"
+#include "tgs/segment.h"
+
+#define TGS_EXPORT __attribute__((visibility("default")))
+#define TGS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TGS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TGS_RELAXED_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define TGS_RELAXED_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+/* Every driver entry point the shim replaces.  Each has an exported function
+ * of the same name (hooks_*.c) that calls the real function of EXACTLY that
+ * name, so a hook never changes the ABI variant the caller asked for. */
+#define TGS_HOOKED(X) \
+    X(cuGetProcAddress) X(cuGetProcAddress_v2) \
+    X(cuMemAlloc) X(cuMemAlloc_v2) X(cuMemAllocPitch) X(cuMemAllocPitch_v2) \
+    X(cuMemAllocManaged) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) \
+    X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) \
+    X(cuMemCreate) X(cuMemRelease) \
+    X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) \
+    X(cuMemFree) X(cuMemFree_v2) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
+    X(cuArrayDestroy) X(cuMipmappedArrayDestroy) \
+    X(cuMemGetInfo) X(cuMemGetInfo_v2) X(cuDeviceTotalMem) X(cuDeviceTotalMem_v2) \
+    X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
+    X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) \
+    X(cuGraphLaunch) X(cuGraphLaunch_ptsz) \
+    X(cuGraphInstantiate) X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags) \
+    X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy) \
+    X(cuCtxSynchronize) X(cuCtxSynchronize_v2) \
+    X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuStreamQuery) X(cuStreamQuery_ptsz) \
+    X(cuEventQuery) X(cuEventSynchronize) X(cuEventRecord) X(cuEventRecord_ptsz)
+
+enum tgs_hook_id {
+#define TGS_HOOK_ENUM(name) TGS_HOOK_##name,
+    TGS_HOOKED(TGS_HOOK_ENUM)
+#undef TGS_HOOK_ENUM
+    TGS_NHOOKS
+};
+
+enum tgs_log_level { TGS_LOG_ERROR = 0, TGS_LOG_WARN, TGS_LOG_INFO, TGS_LOG_DEBUG };
+
+/* What the environment said, read once (options.c). */
+struct tgs_options {
+    char segment_path[4096];    /* TGS_SEGMENT, "" = none */
+    uint64_t mem_limit;         /* TGS_MEM_LIMIT, TGS_QUOTA_UNLIMITED = none */
+    int log_level;              /* TGS_LOG_LEVEL */
+    int debug_hits;             /* TGS_DEBUG_HITS=1: count hook calls (tests) */
+    char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
+};
+
+struct tgs_real {
+    void *handle;
+#define TGS_REAL_FIELD(name, params) tgs_pfn_##name name;
+    TGS_CUDA_ENTRY_POINTS(TGS_REAL_FIELD)
+#undef TGS_REAL_FIELD
+};
+
+/* Pointer -> bytes charged (ptrmap.c); kind separates address spaces. */
+enum tgs_alloc_kind {
+    TGS_KIND_DPTR = 1, TGS_KIND_HANDLE, TGS_KIND_ARRAY, TGS_KIND_MIPMAP,
+    TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS /* graph.c: exec -> work, kernel count */
+};
+struct tgs_ptr_entry { uint64_t key; uint64_t bytes; uint32_t kind; uint32_t used; };
+struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, count; };
+
+
+#define TGS_INFLIGHT_EVENTS 64
+enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
+
+struct tgs_global {
+    pthread_once_t once;
+    int ready;                  /* init done (acquire/release) */
+    struct tgs_options opt;
+    struct tgs_real real;
+    void *(*real_dlsym)(void *, const char *);
+    void *(*real_dlvsym)(void *, const char *, const char *);
+    void *hook_real[TGS_NHOOKS];    /* real address of each hooked symbol */
+    uint64_t hits[TGS_NHOOKS];      /* TGS_DEBUG_HITS counters */
+
+    /* the job segment (attach.c); reset in a forked child */
+    pthread_mutex_t attach_mu;
+    int attach_state;           /* enum tgs_attach_state (acquire/release) */
+    int fd;
+    size_t map_size;
+    struct tgs_seg_header *hdr;
+    struct tgs_slot *slot;
+    int slot_idx;
+    uint32_t epoch;             /* bumped per attach: invalidates thread lanes */
+    uint32_t lanes_next;
+    struct tgs_dev_segment *dev;
+    int gate_warned;
+
+    /* memory (ledger.c, ptrmap.c) */
+    pthread_mutex_t ledger_mu;  /* OFD locks do not exclude threads of one process */
+    uint64_t local_used;        /* static TGS_MEM_LIMIT mode */
+    struct tgs_ptrmap ptrs;
+    struct tgs_ptrmap graphs;
+
+    /* tokens (tokens.c): process-private, lock-free */
+    uint64_t tat_ns;            /* GCRA theoretical arrival time */
+    uint64_t tat_rate;          /* the rate tat_ns was computed with */
+    uint64_t launched_work, retired_work;
+    pthread_mutex_t inflight_mu;
+    CUevent ev[TGS_INFLIGHT_EVENTS];
+    uint64_t ev_mark[TGS_INFLIGHT_EVENTS];
+    unsigned ev_head, ev_tail;
+    int inflight_off;
+
+    /* gating (sync_hooks.c) */
+    int dev_active;
+    CUstream last_stream;
+    uint64_t launch_seq;
+    CUevent last_event;
+    uint64_t last_event_seq;
+};
+
+struct tgs_thread {
+    struct tgs_lane *lane;
+    uint32_t epoch;
+    uint32_t shared;            /* the overflow lane: atomic adds */
+    int in_init;                /* guards dlsym recursion during init */
+};
+
+extern struct tgs_global tgs_g;
+extern __thread struct tgs_thread tgs_tls __attribute__((tls_model("initial-exec")));
+
+/* state.c */
+void tgs_init_slow(void);
+static inline void tgs_ensure_init(void)
+{
+    if (TGS_UNLIKELY(!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE)))
+        tgs_init_slow();
+}
+uint64_t tgs_now_ns(void);
+void tgs_sleep_ns(uint64_t ns);
+
+/* log.c, options.c */
+void tgs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tgs_options_load(struct tgs_options *o);
+int tgs_parse_size(const char *s, uint64_t *out);
+
+/* real.c */
+void tgs_real_bootstrap(void);
+void tgs_real_open(void);
+
+/* hooks_table.c */
+void *tgs_hook_for_real(void *real_fn);
+void *tgs_hook_by_name(const char *name);
+int tgs_hook_index(const char *name);
+void tgs_hooks_resolve_real(void);
+#define TGS_HIT(name) \
+    do { \
+        if (TGS_UNLIKELY(tgs_g.opt.debug_hits)) \
+            __atomic_fetch_add(&tgs_g.hits[TGS_HOOK_##name], 1, __ATOMIC_RELAXED); \
+    } while (0)
+
+/* attach.c */
+void tgs_attach_slow(void);
+static inline struct tgs_slot *tgs_slot(void)
+{
+    int st = __atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE);
+    if (TGS_UNLIKELY(st == TGS_ATTACH_NONE)) {
+        tgs_attach_slow();
+        st = __atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE);
+    }
+    return st == TGS_ATTACH_OK ? tgs_g.slot : NULL;
+}
+void tgs_heartbeat(void);
+void tgs_atfork_child(void);
+void tgs_detach(void);
+void tgs_reclaim_slot_locked(struct tgs_slot *s);
+int tgs_ofd_lock(int fd, int byte, int wait);
+void tgs_ofd_unlock(int fd, int byte);
+
+/* ledger.c */
+int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */
+void tgs_mem_release(uint64_t bytes);
+void tgs_mem_adjust(uint64_t reserved, uint64_t actual);
+int tgs_mem_view(uint64_t *quota, uint64_t *used); /* 1 if a quota applies */
+
+/* ptrmap.c */
+void tgs_ptrmap_put(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t bytes);
+int tgs_ptrmap_take(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t *bytes);
+int tgs_ptrmap_get(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t *bytes);
+void tgs_ptrmap_reset(struct tgs_ptrmap *m);
+
+/* graph.c */
+void tgs_graph_note(CUgraphExec exec, CUgraph graph);
+int tgs_graph_work(CUgraphExec exec, uint64_t *work, uint64_t *kernels);
+void tgs_graph_forget(CUgraphExec exec);
+
+/* tokens.c */
+void tgs_throttle(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint64_t work);
+void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work);
+void tgs_inflight_after(struct tgs_slot *s, uint64_t cap, uint64_t work, CUstream stream);
+void tgs_inflight_retire_all(void);
+void tgs_inflight_poll(void);
+
+/* sync_hooks.c */
+void tgs_gate_wait(struct tgs_seg_header *h);
+void tgs_gate_publish_busy(struct tgs_slot *s);
+void tgs_gate_idle(void);
+
+/* launch_hooks.c: the hot path shared by every launch hook */
+struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
+void tgs_launch_slow(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint64_t work);
+
+/*
+ * Everything a launch of `work` units does before reaching the driver.  The
+ * unthrottled case (rate unlimited, no cap, no gate) is: a few relaxed loads
+ * and two relaxed load+store pairs on this thread's own lane.
+ */
+static inline int tgs_before_launch(uint64_t work, uint64_t kernels)
+{
+    int slow = 0;
+    struct tgs_slot *s = tgs_slot();
+    if (TGS_UNLIKELY(!s))
+        return 0;
+    struct tgs_lane *lane = tgs_tls.lane;
+    if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch))
+        lane = tgs_lane_slow(s);
+    uint64_t rate = TGS_RELAXED_LOAD(&s->rate);
+    if (TGS_UNLIKELY(rate != TGS_RATE_UNLIMITED || TGS_RELAXED_LOAD(&s->inflight_cap) ||
+                     TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags))) {
+        tgs_launch_slow(s, lane, rate, work);
+        slow = 1;
+    }
+    if (TGS_LIKELY(!tgs_tls.shared)) {
+        TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
+        TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
+    } else {
+        __atomic_fetch_add(&lane->launches, kernels, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&lane->work, work, __ATOMIC_RELAXED);
+    }
+    return slow;
+}
+
+/* Only after a launch that took the slow path: in-flight events, gating. */
+void tgs_after_launch(CUresult r, uint64_t work, CUstream stream);
+
+#endif /* TGS_SHIM_H */

@@ -1,0 +1,201 @@
+/*
+ * libshim/sync_hooks.c: synchronize/query hooks and production-activity
+ * gating through the device segment (segment.h, TGS_GATE_*).
+ *
+ * PUBLISH: a production process counts itself in dev->prod_active from its
+ * first launch after being idle until a synchronize (or a successful query of
+ * its last launched work) returns.  WAIT: an opportunistic launch sleeps in
+ * ~75 us steps while prod_active > 0, at most gate_max_wait_us, then goes.
+ * Without a valid device segment gating is off (one stderr line).
+ */
+#include "shim.h"
+
+#define GATE_STEP_NS 75000ull
+
+static int have_dev(void)
+{
+    if (tgs_g.dev)
+        return 1;
+    if (!__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
+        tgs_log(TGS_LOG_WARN, "gating requested but the device segment (device-<idx>.seg next to "
+                              "the job segment) is missing or invalid: gating is off");
+    return 0;
+}
+
+void tgs_gate_wait(struct tgs_seg_header *h)
+{
+    if (!have_dev() || !TGS_RELAXED_LOAD(&tgs_g.dev->prod_active))
+        return;
+    uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
+    uint64_t start = tgs_now_ns(), now = start;
+    while (TGS_RELAXED_LOAD(&tgs_g.dev->prod_active) && now - start < max_ns) {
+        uint64_t left = max_ns - (now - start);
+        tgs_sleep_ns(left < GATE_STEP_NS ? left : GATE_STEP_NS);
+        now = tgs_now_ns();
+    }
+    if (tgs_g.slot)
+        TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, now);
+}
+
+void tgs_gate_publish_busy(struct tgs_slot *s)
+{
+    if (TGS_RELAXED_LOAD(&tgs_g.dev_active) || !have_dev())
+        return;
+    int expect = 0;
+    if (__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&tgs_g.dev->prod_active, 1, __ATOMIC_ACQ_REL);
+        TGS_RELAXED_STORE(&s->dev_active, 1);
+    }
+}
+
+void tgs_gate_idle(void)
+{
+    if (!TGS_RELAXED_LOAD(&tgs_g.dev_active))
+        return;
+    if (!__atomic_exchange_n(&tgs_g.dev_active, 0, __ATOMIC_ACQ_REL))
+        return;
+    if (tgs_g.slot)
+        TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
+    if (!tgs_g.dev)
+        return;
+    /* never below zero: the controller may have recomputed the count meanwhile */
+    uint64_t v = __atomic_load_n(&tgs_g.dev->prod_active, __ATOMIC_RELAXED);
+    while (v > 0 && !__atomic_compare_exchange_n(&tgs_g.dev->prod_active, &v, v - 1, 0,
+                                                  __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+}
+
+/* After a successful synchronize: nothing of ours is queued any more. */
+static void all_done(void)
+{
+    tgs_gate_idle();
+    if (tgs_g.slot) {
+        tgs_inflight_retire_all();
+        TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, tgs_now_ns());
+    }
+}
+
+/* After one stream/event completed: everything if it was the last work we
+ * launched, else just look at the recorded in-flight events. */
+static void stream_done(CUstream s)
+{
+    if (s == __atomic_load_n(&tgs_g.last_stream, __ATOMIC_RELAXED))
+        all_done();
+    else if (tgs_g.slot)
+        tgs_inflight_poll();
+}
+
+#define SYNC_PROLOGUE(name) \
+    TGS_HIT(name); \
+    tgs_ensure_init(); \
+    if (!tgs_g.real.name) \
+        return tgs_g.real.handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED
+
+TGS_EXPORT CUresult cuCtxSynchronize(void)
+{
+    SYNC_PROLOGUE(cuCtxSynchronize);
+    CUresult r = tgs_g.real.cuCtxSynchronize();
+    if (r == CUDA_SUCCESS)
+        all_done();
+    return r;
+}
+
+TGS_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    SYNC_PROLOGUE(cuCtxSynchronize_v2);
+    CUresult r = tgs_g.real.cuCtxSynchronize_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        all_done();
+    return r;
+}
+
+TGS_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    SYNC_PROLOGUE(cuStreamSynchronize);
+    CUresult r = tgs_g.real.cuStreamSynchronize(hStream);
+    if (r == CUDA_SUCCESS)
+        stream_done(hStream);
+    return r;
+}
+
+TGS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    SYNC_PROLOGUE(cuStreamSynchronize_ptsz);
+    CUresult r = tgs_g.real.cuStreamSynchronize_ptsz(hStream);
+    if (r == CUDA_SUCCESS)
+        stream_done(hStream);
+    return r;
+}
+
+TGS_EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+    SYNC_PROLOGUE(cuStreamQuery);
+    CUresult r = tgs_g.real.cuStreamQuery(hStream);
+    if (r == CUDA_SUCCESS)
+        stream_done(hStream);
+    return r;
+}
+
+TGS_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+    SYNC_PROLOGUE(cuStreamQuery_ptsz);
+    CUresult r = tgs_g.real.cuStreamQuery_ptsz(hStream);
+    if (r == CUDA_SUCCESS)
+        stream_done(hStream);
+    return r;
+}
+
+/* An event covers our last launch if it was recorded after it. */
+static void event_done(CUevent e)
+{
+    if (e && e == __atomic_load_n(&tgs_g.last_event, __ATOMIC_RELAXED) &&
+        __atomic_load_n(&tgs_g.last_event_seq, __ATOMIC_RELAXED) ==
+            __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_RELAXED))
+        all_done();
+    else if (tgs_g.slot)
+        tgs_inflight_poll();
+}
+
+TGS_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    SYNC_PROLOGUE(cuEventSynchronize);
+    CUresult r = tgs_g.real.cuEventSynchronize(hEvent);
+    if (r == CUDA_SUCCESS)
+        event_done(hEvent);
+    return r;
+}
+
+TGS_EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+    SYNC_PROLOGUE(cuEventQuery);
+    CUresult r = tgs_g.real.cuEventQuery(hEvent);
+    if (r == CUDA_SUCCESS)
+        event_done(hEvent);
+    return r;
+}
+
+static void note_record(CUevent e)
+{
+    __atomic_store_n(&tgs_g.last_event_seq, __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&tgs_g.last_event, e, __ATOMIC_RELAXED);
+}
+
+TGS_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    SYNC_PROLOGUE(cuEventRecord);
+    CUresult r = tgs_g.real.cuEventRecord(hEvent, hStream);
+    if (r == CUDA_SUCCESS)
+        note_record(hEvent);
+    return r;
+}
+
+TGS_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    SYNC_PROLOGUE(cuEventRecord_ptsz);
+    CUresult r = tgs_g.real.cuEventRecord_ptsz(hEvent, hStream);
+    if (r == CUDA_SUCCESS)
+        note_record(hEvent);
+    return r;
+}

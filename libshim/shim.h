@@ -162,6 +162,7 @@ int tgs_hook_index(const char *name);
 void tgs_hooks_resolve_real(void);
 #define TGS_HIT(name) \
     do { \
+        tgs_ensure_init(); \
         if (TGS_UNLIKELY(tgs_g.opt.debug_hits)) \
             __atomic_fetch_add(&tgs_g.hits[TGS_HOOK_##name], 1, __ATOMIC_RELAXED); \
     } while (0)

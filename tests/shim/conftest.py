@@ -1,0 +1,73 @@
+"""Shim test fixtures: C probes built once per session, segments, and an injected environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tgs.intercept import segment
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGS = Path(__file__).resolve().parent / "progs"
+OUT = ROOT / "build" / "tests"
+
+
+def _build(name: str) -> Path:
+    """gcc progs/<name>.c -> build/tests/<name>, atomically (parallel sessions may race)."""
+    src = PROGS / f"{name}.c"
+    exe = OUT / name
+    if exe.exists() and exe.stat().st_mtime >= max(
+        src.stat().st_mtime, (ROOT / "libshim" / "shim.h").stat().st_mtime
+    ):
+        return exe
+    OUT.mkdir(parents=True, exist_ok=True)
+    tmp = OUT / f".{name}.{os.getpid()}"
+    cmd = [
+        "gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+        f"-I{ROOT / 'libshim' / 'include'}", f"-I{ROOT / 'libshim'}", str(src), "-o", str(tmp),
+        "-Wl,--no-as-needed", f"-L{ROOT / 'build' / 'sim'}", "-lcuda", "-ldl", "-lpthread",
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    os.replace(tmp, exe)
+    return exe
+
+
+@pytest.fixture(scope="session")
+def probe_bin() -> Path:
+    return _build("probe")
+
+
+@pytest.fixture(scope="session")
+def resolve_bin() -> Path:
+    return _build("resolve")
+
+
+@dataclass
+class Job:
+    """A segment plus the environment that injects the shim into a child using it."""
+
+    seg: segment.Segment
+    env: dict[str, str]
+
+
+@pytest.fixture
+def shim_env(sim_env: dict[str, str], shim_lib: Path) -> dict[str, str]:
+    env = dict(sim_env)
+    env["LD_PRELOAD"] = str(shim_lib)
+    return env
+
+
+@pytest.fixture
+def job(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[Job]:
+    seg = segment.create(tmp_path / "job.seg", "test-job", mem_quota=1 << 20, nslots=8)
+    env = dict(shim_env)
+    env["TGS_SEGMENT"] = str(seg.path)
+    try:
+        yield Job(seg, env)
+    finally:
+        seg.close()

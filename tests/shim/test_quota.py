@@ -1,0 +1,169 @@
+"""Memory quota: every allocation path, the presented device memory, concurrent processes, and
+reclaiming a killed process's memory (liveness by the slot's OFD lock)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Job
+from shim_helpers import run_probe
+
+pytestmark = pytest.mark.timeout(60)
+MiB = 1 << 20
+
+
+def _used(job: Job) -> int:
+    return job.seg.ledger()[0]
+
+
+@pytest.mark.parametrize(
+    ("ok", "too_big"),
+    [
+        ("alloc:600000", "alloc:600000"),
+        ("alloc32:600000", "alloc32:600000"),
+        ("managed:600000", "managed:600000"),
+        ("async:600000", "async:600000"),
+        ("pool:600000", "pool:600000"),
+        ("pitch:1000:600", "pitch:1000:600"),  # pitch 1024: 614400 B
+        ("array:300:500", "array:300:500"),  # float: 600000 bytes
+        ("array3d:100:100:15", "array3d:100:100:15"),
+        ("mipmap:512:256:2", "mipmap:512:256:2"),  # 512x256 + 256x128 floats = 655360 B
+    ],
+)
+def test_each_path_is_charged_and_freed(probe_bin: Path, job: Job, ok: str, too_big: str) -> None:
+    out = run_probe(probe_bin, job.env, "init", ok, too_big, "meminfo", "free_all", "meminfo")
+    kind = ok.split(":")[0]
+    assert out[1] == f"{kind} 0" or out[1].startswith(f"{kind} 0 ")
+    assert out[2].startswith(f"{kind} 2"), out  # exactly CUDA_ERROR_OUT_OF_MEMORY
+    free1, total1 = map(int, out[3].split()[1:3])
+    assert total1 == MiB and 0 < free1 < MiB // 2
+    assert out[4] == "free_all 0"
+    assert out[5].split()[1:3] == [str(MiB), str(MiB)]
+    assert _used(job) == 0
+    assert job.seg.snapshot() == []  # the slot was released at exit
+
+
+def test_cumemcreate_counts_device_memory(probe_bin: Path, job: Job) -> None:
+    job.seg.set_quota(8 * MiB)
+    out = run_probe(probe_bin, job.env, "init", "create:4194304", "create:4194304",
+                    "create:2097152", "meminfo", "free_all")
+    assert out[1:4] == ["create 0", "create 0", "create 2"]
+    assert out[4].split()[1:3] == ["0", str(8 * MiB)]
+
+
+def test_meminfo_and_totalmem_present_quota(probe_bin: Path, job: Job) -> None:
+    out = run_probe(probe_bin, job.env, "init", "alloc:262144", "meminfo", "totalmem")
+    assert out[2].split()[1:] == [str(MiB - 262144), str(MiB), "0"]
+    assert out[3].split()[1:] == [str(MiB), "0"]
+
+
+def test_lowering_quota_blocks_new_allocations_only(probe_bin: Path, job: Job) -> None:
+    p = subprocess.Popen([str(probe_bin), "init", "alloc:800000", "ready", "alloc:1000",
+                          "meminfo", "free_all", "alloc:1000"], env=job.env, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        assert p.stdout.readline().strip() == "init 0"
+        assert p.stdout.readline().strip() == "alloc 0"
+        assert p.stdout.readline().strip() == "ready"
+        job.seg.set_quota(500000)  # below current usage
+        p.stdin.write("go\n")
+        p.stdin.close()
+        rest = p.stdout.read().split("\n")
+        assert p.wait(30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert rest[0] == "alloc 2"
+    assert rest[1].split()[1:3] == ["0", "500000"]  # free clamped at 0, never wrapped
+    assert rest[2] == "free_all 0" and rest[3] == "alloc 0"
+
+
+def test_static_env_limit_without_segment(probe_bin: Path, shim_env: dict[str, str]) -> None:
+    env = dict(shim_env, TGS_MEM_LIMIT="1MiB")
+    out = run_probe(probe_bin, env, "init", "alloc:700000", "alloc:700000", "meminfo",
+                    "free_all", "alloc:700000")
+    assert out[1:3] == ["alloc 0", "alloc 2"]
+    assert out[3].split()[2] == str(MiB)
+    assert out[5] == "alloc 0"
+
+
+def test_concurrent_processes_never_exceed_quota(probe_bin: Path, job: Job) -> None:
+    """4 processes race 64 KiB allocations against a 1 MiB job quota."""
+    chunk, quota = 65536, MiB
+    procs = [
+        subprocess.Popen([str(probe_bin), "init", f"alloc_until:{chunk}:1000", "ready"],
+                         env=job.env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    try:
+        admitted = []
+        for p in procs:
+            assert p.stdout is not None
+            lines = [p.stdout.readline().strip() for _ in range(3)]
+            assert lines[0] == "init 0" and lines[2] == "ready", lines
+            n, rc = map(int, lines[1].split()[1:])
+            assert rc == 2
+            admitted.append(n)
+        # all four hold their memory now: both views agree and never exceed the quota
+        assert sum(admitted) * chunk <= quota
+        assert sum(admitted) == quota // chunk
+        assert _used(job) == sum(admitted) * chunk
+        assert sum(c.mem_used for c in job.seg.snapshot()) == _used(job)
+        assert len(job.seg.live_slots()) == 4
+    finally:
+        for p in procs:
+            if p.stdin:
+                p.stdin.close()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    assert _used(job) == 0
+
+
+def test_sigkill_is_reclaimed(probe_bin: Path, job: Job) -> None:
+    """A C process holds a slot (the Python side sees it live); after SIGKILL the controller's
+    reclaim_dead returns its memory, and a new process could use it."""
+    p = subprocess.Popen([str(probe_bin), "init", "alloc:700000", "ready"], env=job.env,
+                         text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        assert [p.stdout.readline().strip() for _ in range(3)] == ["init 0", "alloc 0", "ready"]
+        live = job.seg.live_slots()
+        assert len(live) == 1 and job.seg.counters(live[0]).pid == p.pid
+        assert _used(job) == 700000 and job.seg.reclaim_dead() == []
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert job.seg.live_slots() == []
+    rec = job.seg.reclaim_dead()
+    assert [(r.slot, r.mem_used) for r in rec] == [(live[0], 700000)]
+    assert _used(job) == 0
+    assert run_probe(probe_bin, job.env, "init", "alloc:900000")[1] == "alloc 0"
+
+
+def test_sigkill_reclaimed_by_next_claimant(probe_bin: Path, job: Job) -> None:
+    p = subprocess.Popen([str(probe_bin), "init", "alloc:700000", "ready"], env=job.env,
+                         text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        assert [p.stdout.readline().strip() for _ in range(3)][2] == "ready"
+        p.kill()
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # no controller: the next process takes the dead slot (slot 0) and reclaims it first
+    out = run_probe(probe_bin, job.env, "init", "alloc:900000", "meminfo")
+    assert out[1] == "alloc 0"
+    assert _used(job) == 0

@@ -46,14 +46,17 @@ from .base import (
 )
 
 DUTY_ALPHA = 0.3          # EMA weight of one prod_active sample (time constant ~3 periods)
-RATE_ALPHA = 0.1          # EMA weight for production's work rate (~0.5 s at 50 ms)
-BUSY_DUTY = 0.5           # production counts as busy (comparable) above this duty
+PROBE_EVERY = 2.0         # s of shared running between two solo probes of production
+PROBE_LEN = 0.25          # s a probe pauses opportunistic work on the device
+PROBE_DRAIN = 0.06        # s at the start of a probe not counted (queued work drains)
+LEVEL_START = 0.5
+PEAK_DECAY = 0.999        # per period, for an opportunistic job's unlimited work rate
 IDLE_PERIODS = 4          # idle periods before OPEN (200 ms at 50 ms)
-GUARD_KERNELS = 4         # in-flight kernels per opportunistic process in GUARD at level 1
+GUARD_KERNELS = 1         # in-flight kernels per opportunistic process in GUARD
 OPEN_KERNELS = 16         # ... in OPEN
-LEVEL_MIN = 0.1
+LEVEL_MIN = 0.05
 DECREASE = 0.7
-INCREASE = 0.05
+INCREASE = 0.1
 INTERFERENCE = 0.03       # production may lose at most 3 %
 WAIT_MIN_US = 20_000      # gate max wait at level 1
 WAIT_MAX_US = 200_000     # ... at LEVEL_MIN: the starvation bound is never longer
@@ -74,9 +77,17 @@ def _ema(old: float, sample: float, alpha: float) -> float:
 class _Dev:
     duty: float = 0.0
     idle_periods: int = 0
-    level: float = 1.0
-    prod_rate_shared: float = 0.0    # EMA of production work rate, opportunistic work present
-    prod_rate_solo: float = 0.0      # ... no opportunistic work present
+    level: float = LEVEL_START
+    prod_rate_shared: float = 0.0    # production work rate, opportunistic work present
+    prod_rate_solo: float = 0.0      # ... opportunistic work paused (last probe)
+    acc_work: float = 0.0            # production work in the current comparison window
+    acc_t: float = 0.0
+    opp_ran: bool = False
+    next_probe: float = 0.0
+    probe_start: float = 0.0
+    probe_until: float = 0.0         # > 0 while probing
+    probe_work: float = 0.0
+    probe_t: float = 0.0
     mode: str = "open"
     jobset: frozenset = frozenset()  # live opportunistic jobs at the last calibration
     calibrated: float = -1e9         # when the last calibration period started
@@ -89,6 +100,8 @@ class _Opp:
     wpl: float = 0.0                 # EMA of work per launch
     rate: float | None = None        # the rate it was given last period
     boost: float = 1.0               # > 1 while it uses time others leave unused
+    peak: float = 0.0                # its work rate per GPU-second when it ran unlimited alone
+    given: float | None = None       # the rate decided last period (None = unlimited)
 
 
 class AdaptivePolicy(Policy):
@@ -112,7 +125,7 @@ class AdaptivePolicy(Policy):
                 out[j.name] = PRODUCTION_DECISION
             dev = self.devs.setdefault(index, _Dev())
             sig = devices.get(index) or DeviceSignals(index)
-            self._update_device(dev, sig, prod, opp)
+            self._update_device(dev, sig, prod, opp, now, dt)
             out.update(self._share(dev, now, opp))
             self.notes[index] = {"duty": round(dev.duty, 3), "level": round(dev.level, 3),
                                  "open": float(dev.mode == "open"),
@@ -122,7 +135,7 @@ class AdaptivePolicy(Policy):
 
     # ------------------------------------------------------------ device state
     def _update_device(self, dev: _Dev, sig: DeviceSignals, prod: list[JobSignals],
-                       opp: list[JobSignals]) -> None:
+                       opp: list[JobSignals], now: float, dt: float) -> None:
         busy = sig.prod_active > 0 or any(j.busy for j in prod)
         dev.duty += DUTY_ALPHA * ((1.0 if busy else 0.0) - dev.duty)
         live = any(j.nproc > 0 for j in prod)
@@ -130,22 +143,44 @@ class AdaptivePolicy(Policy):
         dev.idle_periods = 0 if (busy or working) else dev.idle_periods + 1
         dev.mode = "guard" if live and dev.idle_periods < IDLE_PERIODS else "open"
         if dev.mode == "open":
-            dev.level = min(1.0, dev.level + INCREASE)
+            dev.probe_until = 0.0
+            dev.acc_work = dev.acc_t = 0.0
+            dev.opp_ran = False
+            dev.next_probe = now + PROBE_EVERY
             return
-        prate = sum(j.work_rate for j in prod)
-        opp_ran = any(j.work_rate > 0 for j in opp)
-        if dev.duty >= BUSY_DUTY:
-            if opp_ran:
-                dev.prod_rate_shared = _ema(dev.prod_rate_shared, prate, RATE_ALPHA)
-            else:
-                dev.prod_rate_solo = _ema(dev.prod_rate_solo, prate, RATE_ALPHA)
-        hurt = (opp_ran and dev.duty >= BUSY_DUTY and dev.prod_rate_solo > 0
-                and dev.prod_rate_shared > 0
-                and dev.prod_rate_shared < dev.prod_rate_solo * (1 - INTERFERENCE))
-        if hurt:
+        pwork = sum(j.work_rate for j in prod) * dt
+        if dev.probe_until > 0:                 # opportunistic work is paused: measure solo
+            if now - dev.probe_start > PROBE_DRAIN:
+                dev.probe_work += pwork
+                dev.probe_t += dt
+            if now >= dev.probe_until:
+                self._judge(dev)
+                dev.probe_until = 0.0
+                dev.acc_work = dev.acc_t = 0.0
+                dev.opp_ran = False
+                dev.next_probe = now + PROBE_EVERY
+            return
+        dev.acc_work += pwork
+        dev.acc_t += dt
+        dev.opp_ran = dev.opp_ran or any(j.work_rate > 0 for j in opp)
+        if now >= dev.next_probe:
+            if dev.opp_ran and dev.acc_work > 0:
+                dev.probe_start, dev.probe_until = now, now + PROBE_LEN
+                dev.probe_work = dev.probe_t = 0.0
+            else:                               # nothing to compare: start a new window
+                dev.acc_work = dev.acc_t = 0.0
+                dev.next_probe = now + PROBE_EVERY
+
+    @staticmethod
+    def _judge(dev: _Dev) -> None:
+        """AIMD on `level` from production's rate with vs without opportunistic work."""
+        if dev.probe_t <= 0 or dev.acc_t <= 0 or dev.probe_work <= 0:
+            return
+        solo = dev.probe_work / dev.probe_t
+        shared = dev.acc_work / dev.acc_t
+        dev.prod_rate_solo, dev.prod_rate_shared = solo, shared
+        if shared < solo * (1 - INTERFERENCE):
             dev.level = max(LEVEL_MIN, dev.level * DECREASE)
-            # start the comparison afresh at the tighter setting
-            dev.prod_rate_shared = dev.prod_rate_solo
         else:
             dev.level = min(1.0, dev.level + INCREASE)
 
@@ -159,15 +194,31 @@ class AdaptivePolicy(Policy):
         frac = (dev.level - LEVEL_MIN) / (1 - LEVEL_MIN)
         wait_us = int(WAIT_MAX_US - frac * (WAIT_MAX_US - WAIT_MIN_US))
         avail = 1.0 if open_ else max(0.1, 1.0 - dev.duty)
-        rates = self._rates(dev, now, avail, [j for j in opp if j.nproc > 0])
+        live = [j for j in opp if j.nproc > 0]
+        rates = self._rates(dev, now, avail, live)
+        probing = dev.probe_until > 0
         for j in opp:
             st = self.opps.setdefault(j.name, _Opp())
             if j.launch_rate > 0:
                 wpl = j.work_per_launch
                 st.wpl = wpl if st.wpl == 0 else 0.8 * st.wpl + 0.2 * wpl
+            if st.given is None and j.work_rate > 0 and len(live) == 1:
+                st.peak = max(st.peak * PEAK_DECAY, j.work_rate / avail)
+            else:
+                st.peak *= PEAK_DECAY
             cap = max(1, int(kernels * st.wpl)) if st.wpl > 0 else 0
-            out[j.name] = Decision(rate=rates.get(j.name), inflight_cap=cap, gate=GATE_WAIT,
-                                   gate_max_wait_us=wait_us, reason=dev.mode)
+            rate = rates.get(j.name)
+            reason = dev.mode
+            if probing:
+                rate, reason = 1.0, "probe"     # paused while production is measured alone
+            elif not open_ and dev.level < 1.0:
+                if rate is not None:
+                    rate = max(1.0, rate * dev.level)
+                elif st.peak > 0:
+                    rate = max(1.0, dev.level * avail * st.peak)
+            st.given = rate
+            out[j.name] = Decision(rate=rate, inflight_cap=cap, gate=GATE_WAIT,
+                                   gate_max_wait_us=wait_us, reason=reason)
         return out
 
     def _rates(self, dev: _Dev, now: float, avail: float,

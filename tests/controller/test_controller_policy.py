@@ -93,23 +93,33 @@ def test_adaptive_backs_off_and_ramps_up_within_half_a_second() -> None:
 def test_adaptive_tightens_on_interference_and_recovers() -> None:
     pol, now = A.AdaptivePolicy(), 0.0
     dev = {0: DeviceSignals(0, 1)}
+    last = None
 
-    def step(prod_work: float, opp_work: float):
-        nonlocal now
+    def step(loss: float):
+        """Production does 2e6/s alone (during probes) and loses `loss` while o runs."""
+        nonlocal now, last
         now += DT
-        return pol.decide(now, DT, dev, [prod(prod_work, busy=1), opp("o", opp_work)])["o"]
+        probing = last is not None and last.reason == "probe"
+        opp_work = 0.0 if probing else 1e5
+        jobs = [prod(2e6 if probing else 2e6 * (1 - loss), busy=1), opp("o", opp_work)]
+        last = pol.decide(now, DT, dev, jobs)["o"]
+        return last
 
-    for _ in range(40):                     # production alone: 2e6/s
-        step(2e6, 0.0)
-    loose = step(2e6, 1e5)
-    for _ in range(40):                     # opportunistic work costs production 10 %
-        tight = step(1.8e6, 1e5)
-    assert tight.inflight_cap < loose.inflight_cap
-    assert tight.gate_max_wait_us > loose.gate_max_wait_us
-    assert pol.devs[0].level < 0.5
-    for _ in range(60):                     # interference gone: back to the loose setting
-        back = step(2e6, 1e5)
-    assert back.inflight_cap == loose.inflight_cap
+    for _ in range(20):                      # o alone first: its unlimited rate is known
+        now += DT
+        pol.decide(now, DT, {0: DeviceSignals(0, 0)}, [prod(0, nproc=0), opp("o", 1e5)])
+    start = pol.devs[0].level
+    seen_probe = False
+    for _ in range(round(12 / DT)):          # opportunistic work costs production 10 %
+        seen_probe |= step(0.10).reason == "probe"
+    tight = last
+    assert seen_probe and pol.devs[0].level < start * A.DECREASE ** 3
+    assert tight.rate is not None and tight.rate < 0.2 * 1e5
+    for _ in range(round(30 / DT)):          # no interference: back to unlimited
+        back = step(0.0)
+    assert pol.devs[0].level == 1.0
+    assert back.gate_max_wait_us < tight.gate_max_wait_us
+    assert back.rate is None or back.reason == "probe"
 
 
 @pytest.mark.parametrize("weights", [(3, 1), (1, 1), (1, 4)])

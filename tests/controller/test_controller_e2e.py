@@ -1,0 +1,39 @@
+"""End to end on the simulated GPU: shim + workloads + controller (adaptive policy)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from ctl_helpers import daemon
+from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
+
+pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
+
+# production: 4 x 1 ms kernels then a 3 ms host gap; opportunistic: back-to-back 0.2 ms kernels
+PROD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=3, seconds=4, name="prod")
+OPP = WorkloadSpec(kernels=20, kernel_us=200, gap_ms=0, seconds=6, name="opp")
+
+
+def test_production_keeps_its_speed_and_opportunistic_progresses(
+        tmp_path: Path, sim_env: dict[str, str], shim_lib: Path, workload_bin: Path) -> None:
+    solo = run_workload(PROD, env=sim_env)
+    with daemon(tmp_path, env=sim_env) as d:
+        c = d.client()
+        penv = {**sim_env, **c.register("prod", priority="production", mem_quota=1 << 30)["env"]}
+        oenv = {**sim_env, **c.register("opp", ephemeral=True)["env"]}
+        assert penv["LD_PRELOAD"] == str(shim_lib.resolve())
+        with start_workload(OPP, env=oenv) as opp:
+            opp.wait_started()
+            time.sleep(0.5)
+            shared = run_workload(PROD, env=penv)
+            jobs = {j["name"]: j for j in c.list()}
+            assert jobs["prod"]["rate"] is None and jobs["prod"]["gate"] == 1
+            assert jobs["opp"]["gate"] == 2 and jobs["opp"]["inflight_cap"] > 0
+            opp_res = opp.wait(timeout=60)
+    ratio = shared.it_per_s / solo.it_per_s
+    print(f"production solo {solo.it_per_s:.1f} it/s, shared {shared.it_per_s:.1f} it/s "
+          f"({ratio:.3f}); opportunistic {opp_res.it_per_s:.1f} it/s")
+    assert ratio >= 0.90
+    assert opp_res.it_per_s > 0 and opp_res.iters > 0

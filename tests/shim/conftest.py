@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
+from shim_helpers import Job
 from tgs.intercept import segment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,14 +44,6 @@ def probe_bin() -> Path:
 @pytest.fixture(scope="session")
 def resolve_bin() -> Path:
     return _build("resolve")
-
-
-@dataclass
-class Job:
-    """A segment plus the environment that injects the shim into a child using it."""
-
-    seg: segment.Segment
-    env: dict[str, str]
 
 
 @pytest.fixture

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+
+from tgs.intercept import segment
+
+
+@dataclass
+class Job:
+    """A segment plus the environment that injects the shim into a child using it."""
+
+    seg: segment.Segment
+    env: dict[str, str]
 
 
 def run_probe(exe: Path, env: dict[str, str], *cmds: str, timeout: float = 60) -> list[str]:

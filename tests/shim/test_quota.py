@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Job
-from shim_helpers import run_probe
+from shim_helpers import Job, run_probe
 
 pytestmark = pytest.mark.timeout(60)
 MiB = 1 << 20

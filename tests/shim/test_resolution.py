@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from shim_helpers import run_probe
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,6 +10,7 @@
  *   meminfo  totalmem          "meminfo <free> <total>", "totalmem <bytes>"
  *   launch:N:G:B               N cuLaunchKernel (grid G, block B), then a sync:
  *                              "launch <N> <work> <ns>"
+ *   kick:N:G:B                 N launches, no sync: "kick <rc>"
  *   launchfor:S:G:B            launch for S seconds (sync every 16): "launchfor <work> <ns>"
  *   ex:N:G:B  coop:N:G:B  graph:K:N:G:B (K kernel nodes, N launches)
  *   proc:NAME:VER:FLAGS        call cuMemGetInfo-like NAME found by cuGetProcAddress_v2
@@ -168,6 +169,9 @@ static int cmd(const char *c)
         r = launch_n(n, (unsigned)g, (unsigned)b);
         if (!r) r = cuCtxSynchronize();
         printf("launch %llu %llu %llu %d\n", n, n * g * b, now_ns() - t0, r);
+    } else if (!strncmp(c, "kick:", 5)) {
+        r = launch_n(arg(c, 1), (unsigned)arg(c, 2), (unsigned)arg(c, 3));
+        printf("kick %d\n", r);
     } else if (!strncmp(c, "launchfor:", 10)) {
         unsigned long long s = arg(c, 1), g = arg(c, 2), b = arg(c, 3), t0 = now_ns(), w = 0;
         while (!r && now_ns() - t0 < s * 1000000000ull) {

@@ -1,0 +1,133 @@
+"""Fail safe: bad segments and bad environment values give ONE "tgs: " line on stderr and the
+program still runs and exits 0 (pass-through, or the static TGS_MEM_LIMIT); fork re-attaches."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from shim_helpers import Job, tgs_lines
+from tgs.intercept import segment
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _run(exe: Path, env: dict[str, str], *cmds: str) -> tuple[list[str], list[str]]:
+    p = subprocess.run([str(exe), *cmds], env=env, capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines(), tgs_lines(p.stderr)
+
+
+def _corrupt(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "magic":
+        data[0:8] = b"\0" * 8
+    elif how == "version":
+        data[8] = 77
+    elif how == "truncated":
+        data = data[: len(data) - 100]
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [("magic", "bad magic"), ("version", "version 77"), ("truncated", "truncated"),
+     ("missing", "No such file")],
+)
+def test_bad_segment_passes_through(probe_bin: Path, job: Job, how: str, needle: str) -> None:
+    env = dict(job.env)
+    if how == "missing":
+        env["TGS_SEGMENT"] = str(job.seg.path.parent / "nope.seg")
+    else:
+        _corrupt(job.seg.path, how)
+    out, lines = _run(probe_bin, env, "init", "alloc:4000000", "meminfo", "launch:2:1:32")
+    assert out[1] == "alloc 0"  # no quota applies: pass-through
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
+def test_bad_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> None:
+    _corrupt(job.seg.path, "magic")
+    env = dict(job.env, TGS_MEM_LIMIT="2M")
+    out, lines = _run(probe_bin, env, "init", "alloc:1500000", "alloc:1000000")
+    assert out[1:] == ["alloc 0", "alloc 2"] and len(lines) == 1
+
+
+@pytest.mark.parametrize("value", ["lots", "12XB", "-5", "99999999999999999999G"])
+def test_bad_mem_limit(probe_bin: Path, shim_env: dict[str, str], value: str) -> None:
+    out, lines = _run(probe_bin, dict(shim_env, TGS_MEM_LIMIT=value), "init", "alloc:4000000")
+    assert out[1] == "alloc 0"
+    assert len(lines) == 1 and "TGS_MEM_LIMIT" in lines[0]
+
+
+def test_full_slot_table(probe_bin: Path, tmp_path: Path, shim_env: dict[str, str]) -> None:
+    seg = segment.create(tmp_path / "one.seg", "one", mem_quota=1 << 20, nslots=1)
+    env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+    holder = subprocess.Popen([str(probe_bin), "init", "alloc:100", "ready"], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None
+        assert [holder.stdout.readline().strip() for _ in range(3)][2] == "ready"
+        out, lines = _run(probe_bin, env, "init", "alloc:4000000")
+        assert out[1] == "alloc 0"
+        assert len(lines) == 1 and "slots are taken" in lines[0]
+    finally:
+        if holder.stdin:
+            holder.stdin.close()
+        try:
+            holder.wait(20)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+        seg.close()
+
+
+def test_no_segment_is_silent_pass_through(probe_bin: Path, shim_env: dict[str, str]) -> None:
+    out, lines = _run(probe_bin, shim_env, "init", "alloc:4000000", "meminfo", "launch:3:1:32",
+                      "free_all")
+    assert out[1] == "alloc 0" and lines == []
+    assert out[2].split()[2] == str(16 << 30)  # the simulated device's real total
+
+
+_FORKER = r"""
+import ctypes, os, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+def alloc(n):
+    assert cuda.cuInit(0) == 0
+    dev, ctx, p = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_ulonglong()
+    assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+    assert cuda.cuCtxSetCurrent(ctx) == 0
+    return cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(n))
+print("parent", alloc(1000), flush=True)
+pid = os.fork()
+if pid == 0:
+    print("child", alloc(2000), flush=True)
+    sys.stdin.readline()
+    os._exit(0)
+sys.stdin.readline()
+os.waitpid(pid, 0)
+"""
+
+
+def test_fork_child_takes_its_own_slot(job: Job) -> None:
+    p = subprocess.Popen([sys.executable, "-c", _FORKER], env=job.env, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        assert {p.stdout.readline().strip() for _ in range(2)} == {"parent 0", "child 0"}
+        snap = job.seg.snapshot()
+        assert sorted(c.mem_used for c in snap) == [1000, 2000]
+        assert len(job.seg.live_slots()) == 2
+        p.stdin.write("\n\n")
+        p.stdin.close()
+        assert p.wait(20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # the child left by os._exit (no destructor): its slot is dead and reclaimable
+    assert [r.mem_used for r in job.seg.reclaim_dead()] == [2000]
+    assert job.seg.ledger()[0] == 0

@@ -1,0 +1,115 @@
+"""Compute tokens (rate in work units/s, one unit = one GPU thread launched) and gating."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from shim_helpers import Job, run_probe
+from tgs.intercept import device, segment
+from tgs.intercept.segment import SlotDefaults
+
+pytestmark = pytest.mark.timeout(60)
+KERNEL = ("100", "100")  # grid x block = 10000 work units, 10 us on the simulator
+
+
+def _rate(line: str) -> float:
+    _, work, ns, rc = line.split()
+    assert rc == "0"
+    return int(work) / (int(ns) / 1e9)
+
+
+def test_rate_is_enforced(probe_bin: Path, job: Job) -> None:
+    rate = 2_000_000
+    free = _rate(run_probe(probe_bin, job.env, "init", f"launchfor:1:{KERNEL[0]}:{KERNEL[1]}")[1])
+    job.seg.set_defaults(SlotDefaults(rate=rate, burst=20000))
+    got = _rate(run_probe(probe_bin, job.env, "init", f"launchfor:2:{KERNEL[0]}:{KERNEL[1]}")[1])
+    assert free > 3 * rate  # the limit, not the simulator, is what binds
+    assert 0.75 * rate <= got <= 1.25 * rate, got
+
+
+def test_rate_change_takes_effect_while_running(probe_bin: Path, job: Job) -> None:
+    slow, fast = 200_000, 4_000_000
+    job.seg.set_defaults(SlotDefaults(rate=slow, burst=10000))
+    p = subprocess.Popen([str(probe_bin), "init", f"launchfor:3:{KERNEL[0]}:{KERNEL[1]}",
+                          "ready"], env=job.env, text=True, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "init 0"
+        time.sleep(1.0)
+        (slot,) = job.seg.live_slots()
+        job.seg.set_rate(slot, fast, 10000)
+        line = p.stdout.readline().strip()
+        assert p.stdout.readline().strip() == "ready"
+        c = job.seg.counters(slot)
+    finally:
+        if p.stdin:
+            p.stdin.close()
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    work = int(line.split()[1])
+    assert work > 5 * slow * 3  # far beyond what the old rate allows in 3 s
+    assert c.work == work and c.launches == work // 10000
+    assert c.throttled > 0 and c.throttled_ns > 0
+
+
+def test_gate_waits_for_production(probe_bin: Path, tmp_path: Path,
+                                  shim_env: dict[str, str]) -> None:
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=segment.GATE_WAIT, gate_max_wait_us=250_000)
+    dev = device.create_device(tmp_path, 0)
+    env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+    try:
+        t_idle = int(run_probe(probe_bin, env, "init", "launch:4:1:32")[1].split()[3])
+        dev.set_prod_active(1)
+        t_busy = int(run_probe(probe_bin, env, "init", "launch:4:1:32")[1].split()[3])
+        assert t_idle < 0.1e9
+        assert 4 * 0.25e9 * 0.9 <= t_busy < 4 * 0.25e9 + 2e9  # waited, then went anyway
+        # production going idle releases the waiting launch early
+        seg.set_gate(segment.GATE_WAIT, 10_000_000)
+        timer = threading.Timer(0.3, dev.set_prod_active, args=(0,))
+        timer.start()
+        try:
+            t_rel = int(run_probe(probe_bin, env, "init", "launch:1:1:32")[1].split()[3])
+        finally:
+            timer.cancel()
+        assert 0.2e9 < t_rel < 5e9
+    finally:
+        seg.close()
+        dev.close()
+
+
+def test_gate_publish(probe_bin: Path, tmp_path: Path, shim_env: dict[str, str]) -> None:
+    seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
+    dev = device.create_device(tmp_path, 0)
+    env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+    p = subprocess.Popen([str(probe_bin), "init", "kick:3:1000:1000", "ready", "sync", "ready"],
+                         env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        assert [p.stdout.readline().strip() for _ in range(3)] == ["init 0", "kick 0", "ready"]
+        assert dev.prod_active == 1
+        (slot,) = seg.live_slots()
+        assert seg.slot(slot).dev_active == 1
+        assert dev.recompute([seg]) == 1
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert [p.stdout.readline().strip() for _ in range(2)] == ["sync 0", "ready"]
+        assert dev.prod_active == 0 and seg.slot(slot).dev_active == 0
+    finally:
+        if p.stdin:
+            p.stdin.close()
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        seg.close()
+        dev.close()

@@ -209,7 +209,11 @@ static int wl_apply(struct wl_config *c, int opt, const char *arg, const char *o
     case OPT_WARMUP: c->warmup = (unsigned)wl_uint(oname, arg, 0, 1000000); break;
     case OPT_REPORT: c->report_ms = wl_num(oname, arg, 0.0, 0, 3.6e6); break;
     case OPT_DEVICE: c->device = (int)wl_int(oname, arg, 0, 1023); break;
-    case OPT_NAME: c->name = arg; break;
+    case OPT_NAME:
+        if (strlen(arg) > 200)
+            wl_usage_error("--%s is limited to 200 characters%s", oname, "");
+        c->name = arg;
+        break;
     case OPT_CUDA_VERSION: c->cuda_version = (int)wl_int(oname, arg, 4000, 99999); break;
     case OPT_PER_THREAD: c->per_thread = 1; break;
     case OPT_STREAM: c->use_stream = 1; break;
@@ -262,5 +266,8 @@ int wl_parse_args(int argc, char **argv, struct wl_config *cfg)
         cfg->seconds = 0.0;
     if (cfg->alloc_chunk && !cfg->mem_bytes)
         wl_usage_error("--alloc-chunk needs --mem%s%s", "", "");
+    if (cfg->alloc_chunk && cfg->mem_bytes / cfg->alloc_chunk >= 1000000)
+        wl_usage_error("--mem / --alloc-chunk makes a million chunks or more: "
+                       "use a larger chunk%s%s", "", "");
     return print_ptx;
 }

@@ -32,6 +32,8 @@ def _run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--mem", "12XB"], "--mem"),
         (["--mem", "-1G"], "--mem"),
         (["--alloc-chunk", "1M"], "--alloc-chunk needs --mem"),
+        (["--mem", "1G", "--alloc-chunk", "1"], "larger chunk"),
+        (["--name", "x" * 300], "--name"),
         (["--resolve", "magic"], "--resolve"),
         (["--launch", "warp"], "--launch"),
         (["--cuda-version", "2000"], "--cuda-version"),

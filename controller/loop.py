@@ -33,6 +33,15 @@ class _Track:
     seen_live: bool = False
 
 
+def _moved(old: int, new: int) -> bool:
+    """Rewrite a control only when it moved by more than 2 % (or to/from unlimited)."""
+    if old == new:
+        return False
+    if iseg.RATE_UNLIMITED in (old, new):
+        return True
+    return abs(new - old) > 0.02 * max(old, new)
+
+
 class ControlLoop:
     def __init__(self, registry: Registry, policy: Policy, dev_segs: dict[int, DeviceSegment],
                  period: float) -> None:
@@ -105,7 +114,7 @@ class ControlLoop:
     def _read(self, job: Job) -> list[SlotSample]:
         seg = job.seg
         assert isinstance(seg, JobSeg)
-        live, dead = seg.scan()
+        live, dead = seg.scan(self.steps)
         if dead:
             dev = self.dev_segs.get(job.rec.device_index)
             for r in seg.seg.reclaim_dead(dev if job.rec.priority == PRODUCTION else None):
@@ -171,11 +180,12 @@ class ControlLoop:
             # the bucket always holds at least two of the job's kernels
             burst = max(1, int(rate * dec.burst_s), int(2 * sig.work_per_launch))
         cap = max(0, min(U64, int(dec.inflight_cap)))
-        if tr.defaults != (rate, burst, cap):
+        d = tr.defaults
+        if d is None or d[2] != cap or _moved(d[0], rate) or _moved(d[1], burst):
             seg.seg.set_defaults(iseg.SlotDefaults(rate, burst, cap))
             tr.defaults = (rate, burst, cap)
         for s in live:
-            if (s.rate, s.burst, s.cap) != (rate, burst, cap):
+            if s.cap != cap or _moved(s.rate, rate) or _moved(s.burst, burst):
                 seg.seg.set_rate(s.slot, rate, burst, cap)
 
     def _stats(self, job: Job, sig: JobSignals, live: list[SlotSample],
@@ -196,9 +206,10 @@ class ControlLoop:
 
     def _lifecycle(self, jobs: list[Job], signals: list[JobSignals]) -> None:
         """running while a process lives; done when the last one left (ephemeral: removed)."""
+        changed = False
         for job, sig in zip(jobs, signals):
             if sig.nproc > 0:
-                self.registry.set_state(job, "running")
+                changed |= self.registry.set_state(job, "running", save=False)
             elif job.rec.state == "running":
                 if job.rec.ephemeral:
                     log.info("ephemeral job %s finished: removing it", job.rec.name)
@@ -206,4 +217,6 @@ class ControlLoop:
                     self.tracks.pop(job.rec.name, None)
                     self.policy.forget(job.rec.name)
                 else:
-                    self.registry.set_state(job, "done")
+                    changed |= self.registry.set_state(job, "done", save=False)
+        if changed:
+            self.registry.save_quietly()

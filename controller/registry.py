@@ -200,14 +200,21 @@ class Registry:
                 log.error("job %s: cannot write its segment: %s", new.name, exc)
         return job
 
-    def set_state(self, job: Job, state: str) -> None:
+    def set_state(self, job: Job, state: str, save: bool = True) -> bool:
+        """Record a job's lifecycle state; True if it changed."""
         if job.rec.state == state:
-            return
+            return False
         job.rec.state = state
+        if save:
+            self.save_quietly()
+        return True
+
+    def save_quietly(self) -> None:
+        """Save lifecycle changes (not requests: those must report a failed save)."""
         try:
             self.save()
         except Exception as exc:
-            log.error("cannot save state of %s: %s", job.rec.name, exc)
+            log.error("cannot save state: %s", exc)
 
     def launch_info(self, job: Job) -> dict[str, Any]:
         env = dict(self.launch_env)

@@ -22,29 +22,38 @@ from tgs.intercept.ofd import F_OFD_GETLK, _flock
 from .state import JobRecord
 
 _F = ffi()
-_SLOT_WORDS = iseg.SLOT_SIZE // 8
-_SLOT_FMT = struct.Struct(f"<{_SLOT_WORDS}Q")
 _STATE = struct.Struct("<I")
-
-
-def _word(field: str) -> int:
-    off = _F.offsetof("struct tgs_slot", field)
-    assert off % 8 == 0, field
-    return off // 8
-
-
-W_STATE = _word("state")          # low 32 bits: state, high 32: pid
-W_GEN = _word("generation")
-W_RATE = _word("rate")
-W_BURST = _word("burst")
-W_CAP = _word("inflight_cap")
-W_MEM = _word("mem_used")
-W_INFLIGHT = _word("inflight_work")
-W_OOM = _word("oom_count")
-W_DEVACT = _word("dev_active")    # low 32 bits
-W_LANES = _word("lanes")
-LANE_WORDS = _F.sizeof("struct tgs_lane") // 8
 NLANES = iseg.LANES
+LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 periods (0.2 s)
+
+
+def _slot_struct() -> tuple[struct.Struct, list[str]]:
+    """A Struct that extracts only the fields the loop reads from a slot (pad bytes between)."""
+    want: list[tuple[int, str, str]] = [
+        (_F.offsetof("struct tgs_slot", f), c, f) for f, c in (
+            ("state", "I"), ("pid", "i"), ("generation", "Q"), ("rate", "Q"), ("burst", "Q"),
+            ("inflight_cap", "Q"), ("mem_used", "Q"), ("inflight_work", "Q"),
+            ("dev_active", "I"))]
+    lanes = _F.offsetof("struct tgs_slot", "lanes")
+    lane = _F.sizeof("struct tgs_lane")
+    for k in range(NLANES):
+        for f, c in (("launches", "Q"), ("work", "Q"), ("throttled_ns", "Q")):
+            want.append((lanes + k * lane + _F.offsetof("struct tgs_lane", f), c, f"{f}{k}"))
+    fmt, pos, names = "<", 0, []
+    for off, code, name in sorted(want):
+        if off > pos:
+            fmt += f"{off - pos}x"
+        fmt += code
+        pos = off + struct.calcsize("<" + code)
+        names.append(name)
+    return struct.Struct(fmt), names
+
+
+_SLOT, _NAMES = _slot_struct()
+_LANE0 = _NAMES.index("launches0")          # lanes come last, 3 values each
+(I_STATE, I_PID, I_GEN, I_RATE, I_BURST, I_CAP, I_MEM, I_INFLIGHT, I_DEVACT) = (
+    _NAMES.index(n) for n in ("state", "pid", "generation", "rate", "burst", "inflight_cap",
+                              "mem_used", "inflight_work", "dev_active"))
 PRIORITY = {"production": iseg.PRIORITY_PRODUCTION, "opportunistic": iseg.PRIORITY_OPPORTUNISTIC}
 GATE_DEFAULT = {"production": iseg.GATE_PUBLISH, "opportunistic": iseg.GATE_WAIT}
 DEFAULT_WAIT_US = 50_000
@@ -73,6 +82,7 @@ class JobSeg:
         self.seg = seg
         self.mm = seg._mm                       # the shared mapping: read with struct
         self.nslots = seg.nslots
+        self._known: dict[int, int] = {}        # slot -> generation seen live
         self._getlk = [_flock(fcntl.F_WRLCK, iseg.LOCK_SLOT_BASE + i) for i in range(self.nslots)]
 
     def apply_identity(self, rec: JobRecord) -> None:
@@ -86,27 +96,32 @@ class JobSeg:
         out = fcntl.fcntl(self.seg.fd, F_OFD_GETLK, self._getlk[i])
         return bool(_STATE.unpack_from(out, 0)[0] & 0xFFFF != fcntl.F_UNLCK)
 
-    def scan(self) -> tuple[list[SlotSample], bool]:
-        """Live slots' samples, and whether a dead (ACTIVE, unlocked) slot was seen."""
-        mm, size = self.mm, iseg.SLOT_SIZE
-        base = iseg.HEADER_SIZE
+    def scan(self, tick: int = 0) -> tuple[list[SlotSample], bool]:
+        """Live slots' samples, and whether a dead (ACTIVE, unlocked) slot was seen.
+
+        Slot locks are checked for a rotating quarter of the slots each call (tick), and
+        always for a slot not seen live before, so a death is noticed within LOCK_EVERY
+        periods while the lock syscalls cost a quarter."""
+        mm, size, base = self.mm, iseg.SLOT_SIZE, iseg.HEADER_SIZE
         out: list[SlotSample] = []
         dead = False
+        known = self._known
         for i in range(self.nslots):
             off = base + i * size
             if _STATE.unpack_from(mm, off)[0] != iseg.SLOT_ACTIVE:
+                known.pop(i, None)
                 continue
-            if not self._locked(i):
+            w = _SLOT.unpack_from(mm, off)
+            gen = w[I_GEN]
+            if (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0) and not self._locked(i):
+                known.pop(i, None)
                 dead = True
                 continue
-            w = _SLOT_FMT.unpack_from(mm, off)
-            lanes = w[W_LANES:W_LANES + NLANES * LANE_WORDS]
-            pid = w[W_STATE] >> 32
+            known[i] = gen
+            lanes = w[_LANE0:]
             out.append(SlotSample(
-                i, w[W_GEN], pid - (1 << 32) if pid >= 1 << 31 else pid,
-                sum(lanes[0::LANE_WORDS]), sum(lanes[1::LANE_WORDS]), sum(lanes[2::LANE_WORDS]),
-                w[W_MEM], w[W_INFLIGHT], w[W_DEVACT] & 0xFFFFFFFF, w[W_RATE], w[W_BURST],
-                w[W_CAP]))
+                i, gen, w[I_PID], sum(lanes[0::3]), sum(lanes[1::3]), sum(lanes[2::3]),
+                w[I_MEM], w[I_INFLIGHT], w[I_DEVACT], w[I_RATE], w[I_BURST], w[I_CAP]))
         return out, dead
 
 

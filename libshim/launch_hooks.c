@@ -1,7 +1,7 @@
 /*
  * libshim/launch_hooks.c: every kernel launch path.  Work = GPU threads
  * launched (grid x block); docs/segment.md says why and where it falls short.
- * The unthrottled path is tgs_before_launch() in shim.h: lane counters only.
+ * The unthrottled path is tgs_launch_fast() in shim.h: lane counters only.
  */
 #include "shim.h"
 
@@ -14,11 +14,18 @@ static inline uint64_t threads(unsigned gx, unsigned gy, unsigned gz, unsigned b
     return w;
 }
 
-void tgs_launch_slow(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint64_t work)
+void tgs_launch_slow_before(uint64_t work, uint64_t kernels)
 {
+    struct tgs_slot *s = tgs_slot();
+    if (!s)
+        return;
+    struct tgs_lane *lane = tgs_tls.lane;
+    if (!lane || tgs_tls.epoch != tgs_g.epoch)
+        lane = tgs_lane_slow(s);
     uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags);
     if (gate & TGS_GATE_WAIT)
         tgs_gate_wait(tgs_g.hdr);
+    uint64_t rate = TGS_RELAXED_LOAD(&s->rate);
     if (rate != TGS_RATE_UNLIMITED)
         tgs_throttle(s, lane, rate, work);
     uint64_t cap = TGS_RELAXED_LOAD(&s->inflight_cap);
@@ -26,6 +33,13 @@ void tgs_launch_slow(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, u
         tgs_inflight_before(s, cap, work);
     if (gate & TGS_GATE_PUBLISH)
         tgs_gate_publish_busy(s);
+    if (!tgs_tls.shared) {
+        TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
+        TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
+    } else {
+        __atomic_fetch_add(&lane->launches, kernels, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&lane->work, work, __ATOMIC_RELAXED);
+    }
 }
 
 void tgs_after_launch(CUresult r, uint64_t work, CUstream stream)
@@ -40,68 +54,42 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream)
         tgs_inflight_after(s, cap, work, stream);
 }
 
-#define LAUNCH_BODY(name, work, kernels, stream, call) \
-    do { \
+/*
+ * Each launch hook: the fast path ends in a tail call to the real function
+ * (the caller's arguments stay in place: no copying of stack arguments); the
+ * slow path is a separate function with the same parameters.
+ */
+#define LAUNCH_HOOK(name, params, args, work, kernels, stream) \
+    static __attribute__((noinline)) CUresult slow_##name params \
+    { \
         TGS_HIT(name); \
-        tgs_ensure_init(); \
         tgs_pfn_##name fn_ = tgs_g.real.name; \
         if (TGS_UNLIKELY(!fn_)) \
             return tgs_g.real.handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED; \
-        uint64_t w_ = (work); \
-        int slow_ = tgs_before_launch(w_, (kernels)); \
-        CUresult r_ = fn_ call; \
-        if (TGS_UNLIKELY(slow_)) \
-            tgs_after_launch(r_, w_, (stream)); \
+        uint64_t w_ = (work), k_ = (kernels); \
+        tgs_launch_slow_before(w_, k_); \
+        CUresult r_ = fn_ args; \
+        tgs_after_launch(r_, w_, (stream)); \
         return r_; \
-    } while (0)
+    } \
+    TGS_EXPORT CUresult name params \
+    { \
+        tgs_pfn_##name fn_ = tgs_g.real.name; \
+        if (TGS_LIKELY(fn_ && tgs_launch_fast((work), (kernels)))) \
+            return fn_ args; \
+        return slow_##name args; \
+    }
 
-#define KERNEL_ARGS f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
-    sharedMemBytes, hStream, kernelParams
+#define KERNEL_ARGS (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
+                     sharedMemBytes, hStream, kernelParams, extra)
+#define COOP_ARGS (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
+                   sharedMemBytes, hStream, kernelParams)
+#define KERNEL_WORK threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ)
 
-TGS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                   unsigned int gridDimZ, unsigned int blockDimX,
-                                   unsigned int blockDimY, unsigned int blockDimZ,
-                                   unsigned int sharedMemBytes, CUstream hStream,
-                                   void **kernelParams, void **extra)
-{
-    LAUNCH_BODY(cuLaunchKernel,
-                threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ), 1,
-                hStream, (KERNEL_ARGS, extra));
-}
-
-TGS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                        unsigned int gridDimY, unsigned int gridDimZ,
-                                        unsigned int blockDimX, unsigned int blockDimY,
-                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                        CUstream hStream, void **kernelParams, void **extra)
-{
-    LAUNCH_BODY(cuLaunchKernel_ptsz,
-                threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ), 1,
-                hStream, (KERNEL_ARGS, extra));
-}
-
-TGS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
-                                              unsigned int gridDimY, unsigned int gridDimZ,
-                                              unsigned int blockDimX, unsigned int blockDimY,
-                                              unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                              CUstream hStream, void **kernelParams)
-{
-    LAUNCH_BODY(cuLaunchCooperativeKernel,
-                threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ), 1,
-                hStream, (KERNEL_ARGS));
-}
-
-TGS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                                   unsigned int gridDimY, unsigned int gridDimZ,
-                                                   unsigned int blockDimX, unsigned int blockDimY,
-                                                   unsigned int blockDimZ,
-                                                   unsigned int sharedMemBytes, CUstream hStream,
-                                                   void **kernelParams)
-{
-    LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz,
-                threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ), 1,
-                hStream, (KERNEL_ARGS));
-}
+LAUNCH_HOOK(cuLaunchKernel, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream)
+LAUNCH_HOOK(cuLaunchKernel_ptsz, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream)
+LAUNCH_HOOK(cuLaunchCooperativeKernel, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream)
+LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream)
 
 static inline uint64_t config_threads(const CUlaunchConfig *c)
 {
@@ -110,41 +98,31 @@ static inline uint64_t config_threads(const CUlaunchConfig *c)
              : 0;
 }
 
-TGS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
-                                     void **kernelParams, void **extra)
-{
-    LAUNCH_BODY(cuLaunchKernelEx, config_threads(config), 1, config ? config->hStream : NULL,
-                (config, f, kernelParams, extra));
-}
-
-TGS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
-                                          void **kernelParams, void **extra)
-{
-    LAUNCH_BODY(cuLaunchKernelEx_ptsz, config_threads(config), 1,
-                config ? config->hStream : NULL, (config, f, kernelParams, extra));
-}
+#define EX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+#define EX_ARGS (config, f, kernelParams, extra)
+LAUNCH_HOOK(cuLaunchKernelEx, EX_PARAMS, EX_ARGS, config_threads(config), 1,
+            config ? config->hStream : NULL)
+LAUNCH_HOOK(cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, config_threads(config), 1,
+            config ? config->hStream : NULL)
 
 /* A graph launch is charged the work of its kernel nodes, counted when it
- * was instantiated (graph.c); an unknown exec is charged nothing. */
-static inline uint64_t graph_work(CUgraphExec exec, uint64_t *kernels)
+ * was instantiated (graph.c); an unknown exec is charged nothing.  The map
+ * lookup takes a mutex: graph launches are rare next to kernel launches. */
+static uint64_t graph_work(CUgraphExec exec)
 {
-    uint64_t w = 0;
-    *kernels = 0;
-    if (!tgs_graph_work(exec, &w, kernels))
-        return 0;
-    return w;
+    uint64_t w = 0, k = 0;
+    return tgs_graph_work(exec, &w, &k) ? w : 0;
 }
 
-TGS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+static uint64_t graph_kernels(CUgraphExec exec)
 {
-    uint64_t k;
-    uint64_t w = graph_work(hGraphExec, &k);
-    LAUNCH_BODY(cuGraphLaunch, w, k, hStream, (hGraphExec, hStream));
+    uint64_t w = 0, k = 0;
+    return tgs_graph_work(exec, &w, &k) ? k : 0;
 }
 
-TGS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    uint64_t k;
-    uint64_t w = graph_work(hGraphExec, &k);
-    LAUNCH_BODY(cuGraphLaunch_ptsz, w, k, hStream, (hGraphExec, hStream));
-}
+#define GRAPH_PARAMS (CUgraphExec hGraphExec, CUstream hStream)
+#define GRAPH_ARGS (hGraphExec, hStream)
+LAUNCH_HOOK(cuGraphLaunch, GRAPH_PARAMS, GRAPH_ARGS, graph_work(hGraphExec),
+            graph_kernels(hGraphExec), hStream)
+LAUNCH_HOOK(cuGraphLaunch_ptsz, GRAPH_PARAMS, GRAPH_ARGS, graph_work(hGraphExec),
+            graph_kernels(hGraphExec), hStream)

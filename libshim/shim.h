@@ -169,7 +169,7 @@ void tgs_hooks_resolve_real(void);
 
 /* attach.c */
 void tgs_attach_slow(void);
-static inline struct tgs_slot *tgs_slot(void)
+static inline __attribute__((always_inline)) struct tgs_slot *tgs_slot(void)
 {
     int st = __atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE);
     if (TGS_UNLIKELY(st == TGS_ATTACH_NONE)) {
@@ -214,39 +214,39 @@ void tgs_gate_wait(struct tgs_seg_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s);
 void tgs_gate_idle(void);
 
-/* launch_hooks.c: the hot path shared by every launch hook */
+/* attach.c: a thread's lane */
 struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
-void tgs_launch_slow(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint64_t work);
 
 /*
- * Everything a launch of `work` units does before reaching the driver.  The
- * unthrottled case (rate unlimited, no cap, no gate) is: a few relaxed loads
- * and two relaxed load+store pairs on this thread's own lane.
+ * The launch fast path: 1 when it handled the launch (pass-through, or an
+ * unthrottled process whose counters it bumped: a few relaxed loads and two
+ * relaxed load+store pairs on this thread's own lane: no lock, no atomic
+ * read-modify-write, no clock, no syscall); 0 when the caller must take
+ * tgs_launch_slow_before()/tgs_after_launch() instead.
  */
-static inline int tgs_before_launch(uint64_t work, uint64_t kernels)
+static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, uint64_t kernels)
 {
-    int slow = 0;
-    struct tgs_slot *s = tgs_slot();
-    if (TGS_UNLIKELY(!s))
+    /* no calls in here: the hook stays a leaf that tail-jumps to the driver */
+    if (TGS_UNLIKELY(!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE) || tgs_g.opt.debug_hits))
         return 0;
+    int st = __atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE);
+    if (st != TGS_ATTACH_OK)
+        return st == TGS_ATTACH_OFF; /* pass-through, or attach first (slow) */
+    struct tgs_slot *s = tgs_g.slot;
     struct tgs_lane *lane = tgs_tls.lane;
-    if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch))
-        lane = tgs_lane_slow(s);
-    uint64_t rate = TGS_RELAXED_LOAD(&s->rate);
-    if (TGS_UNLIKELY(rate != TGS_RATE_UNLIMITED || TGS_RELAXED_LOAD(&s->inflight_cap) ||
-                     TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags))) {
-        tgs_launch_slow(s, lane, rate, work);
-        slow = 1;
-    }
-    if (TGS_LIKELY(!tgs_tls.shared)) {
-        TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
-        TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
-    } else {
-        __atomic_fetch_add(&lane->launches, kernels, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&lane->work, work, __ATOMIC_RELAXED);
-    }
-    return slow;
+    if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch || tgs_tls.shared ||
+                     TGS_RELAXED_LOAD(&s->rate) != TGS_RATE_UNLIMITED ||
+                     TGS_RELAXED_LOAD(&s->inflight_cap) ||
+                     TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags)))
+        return 0;
+    TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
+    TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
+    return 1;
 }
+
+/* Everything else a launch may do first: take a lane, wait for tokens, the
+ * in-flight cap or the gate, then count (launch_hooks.c). */
+void tgs_launch_slow_before(uint64_t work, uint64_t kernels);
 
 /* Only after a launch that took the slow path: in-flight events, gating. */
 void tgs_after_launch(CUresult r, uint64_t work, CUstream stream);

@@ -51,11 +51,13 @@ def _lock(path: Path) -> int:
 @click.option("--sim", is_flag=True, help="Use the simulated GPUs even if NVML is present.")
 @click.option("--static-share", type=click.FloatRange(0, 1, min_open=True), default=0.3,
               show_default=True, help="Share per opportunistic job for --policy static.")
+@click.option("--metrics-port", default=None, metavar="[HOST:]PORT",
+              help="Serve Prometheus metrics over HTTP (0: a free port, see status).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
         segment_dir: Path | None, runtime_dir: Path | None, listen: tuple[str, ...], sim: bool,
-        static_share: float, log_level: str) -> None:
+        static_share: float, metrics_port: str | None, log_level: str) -> None:
     """TGS node controller: job registry, GPU-time allocation, ZeroMQ control plane."""
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -93,12 +95,22 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
     except StateError as exc:
         raise click.ClickException(str(exc)) from exc
     loop = ControlLoop(registry, make_policy(policy, static_share), dev_segs, period_ms / 1000)
+    from .gpustats import GpuSampler
+    from .metrics import MetricsServer, MetricsTap, parse_listen
+    engine = MetricsTap(loop, registry, GpuSampler(devices))   # adds gpus to status
+    metrics_http = None
+    if metrics_port is not None:
+        try:
+            host, port = parse_listen(metrics_port)
+            metrics_http = MetricsServer(engine, port, host)
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(f"metrics: {exc}") from exc
     endpoints = [paths.control_endpoint(runtime_dir)] + [paths.listen_endpoint(x) for x in listen]
     info = {"state_dir": str(state_dir), "segment_dir": str(seg_dir),
             "runtime_dir": str(runtime_dir), "endpoints": endpoints,
             "metrics": paths.metrics_endpoint(runtime_dir)}
     try:
-        server = Server(Handler(registry, loop, info), endpoints, info["metrics"])
+        server = Server(Handler(registry, engine, info), endpoints, info["metrics"])
     except Exception as exc:
         raise click.ClickException(f"cannot bind {endpoints}: {exc}") from exc
     signal.signal(signal.SIGTERM, server.stop)
@@ -110,6 +122,8 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
         server.serve()
     finally:
         server.close()
+        if metrics_http is not None:
+            metrics_http.close()
         registry.close()
         for d in dev_segs.values():
             d.close()

@@ -1,0 +1,201 @@
+"""Prometheus metrics and per-GPU figures, fed from the controller's per-period snapshot.
+
+MetricsTap wraps the control loop (the server's Engine): after each period it
+folds the jobs' figures into counters (throttled seconds, work units, launches)
+and keeps one immutable snapshot; the collector turns the latest snapshot into
+metric families when Prometheus scrapes (on the HTTP server's thread: it only
+reads a reference, never the registry or the segments).  It also adds "gpus"
+(utilisation, memory) to the status reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .gpustats import GpuSample, GpuSampler
+from .registry import Registry
+from .server import Engine
+
+log = logging.getLogger(__name__)
+GPU_EVERY = 0.5          # seconds between GPU samples (NVML calls are not free)
+
+
+@dataclass
+class JobTotals:
+    throttled_s: float = 0.0
+    work_units: float = 0.0
+    launches: float = 0.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, JobTotals] = field(default_factory=dict)
+    gpus: list[tuple[GpuSample, str, int]] = field(default_factory=list)   # sample, uuid, jobs' mem
+    loop: dict[str, Any] = field(default_factory=dict)
+
+
+class MetricsTap:
+    """An Engine that runs the real loop and records what each period saw."""
+
+    def __init__(self, loop: Engine, registry: Registry, sampler: GpuSampler) -> None:
+        self.loop = loop
+        self.registry = registry
+        self.sampler = sampler
+        self.totals: dict[str, JobTotals] = {}
+        self.snapshot = Snapshot()
+        self.extra: dict[str, Any] = {}
+        self._last: float | None = None
+        self._last_gpu = float("-inf")
+
+    @property
+    def period(self) -> float:
+        return self.loop.period
+
+    def on_change(self) -> None:
+        self.loop.on_change()
+
+    def status(self) -> dict[str, Any]:
+        st = dict(self.loop.status())
+        st["gpus"] = [{"index": s.index, "uuid": uuid, "utilization": s.utilization,
+                       "mem_used": s.mem_used, "mem_total": s.mem_total, "jobs_mem_used": mem}
+                      for s, uuid, mem in self.snapshot.gpus]
+        st.update(self.extra)
+        return st
+
+    def step(self, now: float) -> list[dict[str, Any]]:
+        out = self.loop.step(now)
+        try:
+            self._record(now)
+        except Exception:          # metrics must never stop the control loop
+            log.exception("metrics snapshot failed")
+        return out
+
+    def _record(self, now: float) -> None:
+        dt = 0.0 if self._last is None else max(0.0, now - self._last)
+        self._last = now
+        jobs = []
+        for name, job in self.registry.jobs.items():
+            info = job.info()
+            tot = self.totals.setdefault(name, JobTotals())
+            st = job.stats
+            n = st.get("processes", 0) or 0
+            tot.throttled_s += (st.get("throttled_frac") or 0.0) * n * dt
+            tot.work_units += (st.get("work_rate") or 0.0) * dt
+            tot.launches += (st.get("launch_rate") or 0.0) * dt
+            jobs.append(info)
+        for gone in set(self.totals) - set(self.registry.jobs):
+            del self.totals[gone]
+        if now - self._last_gpu >= GPU_EVERY:
+            self.sampler.sample(now)
+            self._last_gpu = now
+        uuids = {d.index: d.uuid for d in self.registry.devices}
+        gpus = [(s, uuids.get(s.index, "?"),
+                 sum(j.get("mem_used", 0) or 0 for j in jobs if j["device"] == s.index))
+                for s in self.sampler.last]
+        totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches)
+                  for k, v in self.totals.items()}
+        self.snapshot = Snapshot(jobs, totals, gpus, dict(self.loop.status()))
+
+
+class TgsCollector(Collector):
+    def __init__(self, tap: MetricsTap) -> None:
+        self.tap = tap
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.tap.snapshot
+        jl = ["job", "priority", "device"]
+
+        def gauge(name: str, doc: str, labels: list[str] = jl) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, labels=labels)
+
+        g = {k: gauge(f"tgs_job_{k}", d) for k, d in (
+            ("memory_used_bytes", "GPU memory the job's processes hold (its ledger)."),
+            ("memory_quota_bytes", "The job's memory quota (absent: unlimited)."),
+            ("token_rate_work_units_per_second",
+             "Work-unit token rate granted to the job (absent: unlimited)."),
+            ("work_rate_work_units_per_second", "Work units launched per second, last period."),
+            ("processes", "Live processes attached to the job."),
+            ("weight", "The job's weight among opportunistic jobs."))}
+        c = {k: CounterMetricFamily(f"tgs_job_{k}", d, labels=jl) for k, d in (
+            ("throttled_seconds", "Time the job's processes waited for tokens."),
+            ("work_units", "Work units (GPU threads) the job launched."),
+            ("launches", "Kernel launches of the job."))}
+        for j in snap.jobs:
+            lv = [j["name"], j["priority"], str(j["device"])]
+            g["memory_used_bytes"].add_metric(lv, j.get("mem_used", 0) or 0)
+            if j.get("mem_quota") is not None:
+                g["memory_quota_bytes"].add_metric(lv, j["mem_quota"])
+            if j.get("rate") is not None:
+                g["token_rate_work_units_per_second"].add_metric(lv, j["rate"])
+            g["work_rate_work_units_per_second"].add_metric(lv, j.get("work_rate", 0.0) or 0.0)
+            g["processes"].add_metric(lv, j.get("processes", 0) or 0)
+            g["weight"].add_metric(lv, j["weight"])
+            tot = snap.totals.get(j["name"], JobTotals())
+            c["throttled_seconds"].add_metric(lv, tot.throttled_s)
+            c["work_units"].add_metric(lv, tot.work_units)
+            c["launches"].add_metric(lv, tot.launches)
+        yield from g.values()
+        yield from c.values()
+        gl = ["gpu", "uuid"]
+        util = gauge("tgs_gpu_utilization_ratio", "GPU busy time over wall time (0-1).", gl)
+        used = gauge("tgs_gpu_memory_used_bytes", "GPU memory allocated by all processes.", gl)
+        total = gauge("tgs_gpu_memory_total_bytes", "GPU memory size.", gl)
+        jobs_mem = gauge("tgs_gpu_jobs_memory_used_bytes",
+                         "GPU memory held by TGS jobs (their ledgers).", gl)
+        for s, uuid, mem in snap.gpus:
+            lv = [str(s.index), uuid]
+            if s.utilization is not None:
+                util.add_metric(lv, s.utilization)
+            if s.mem_used is not None:
+                used.add_metric(lv, s.mem_used)
+            total.add_metric(lv, s.mem_total)
+            jobs_mem.add_metric(lv, mem)
+        yield from (util, used, total, jobs_mem)
+        lp = snap.loop
+        yield GaugeMetricFamily("tgs_controller_period_seconds", "Control period.",
+                                value=(lp.get("period_ms") or 0) / 1000)
+        yield CounterMetricFamily("tgs_controller_steps", "Control periods run.",
+                                  value=lp.get("steps", 0))
+        yield CounterMetricFamily("tgs_controller_overruns", "Periods that ran over.",
+                                  value=lp.get("overruns", 0))
+        yield CounterMetricFamily("tgs_controller_reclaimed_processes",
+                                  "Dead processes whose memory was reclaimed.",
+                                  value=lp.get("reclaimed", 0))
+
+
+class MetricsServer:
+    """The HTTP endpoint (prometheus_client's, on a daemon thread)."""
+
+    def __init__(self, tap: MetricsTap, port: int, addr: str = "0.0.0.0") -> None:
+        from prometheus_client import start_http_server
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(TgsCollector(tap))
+        res = start_http_server(port, addr=addr, registry=self.registry)
+        self.httpd, self.thread = res if isinstance(res, tuple) else (None, None)
+        self.port = self.httpd.server_port if self.httpd is not None else port
+        tap.extra["metrics_url"] = f"http://{addr}:{self.port}/metrics"
+
+    def close(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+def parse_listen(spec: str) -> tuple[str, int]:
+    """--metrics-port value: PORT (all interfaces) or HOST:PORT; 0 picks a free port."""
+    host, _, port = spec.rpartition(":")
+    try:
+        num = int(port)
+    except ValueError:
+        raise ValueError(f"--metrics-port {spec!r}: expected PORT or HOST:PORT") from None
+    if not 0 <= num <= 65535:
+        raise ValueError(f"--metrics-port {spec!r}: port out of range")
+    return (host or "0.0.0.0"), num
+

@@ -106,27 +106,54 @@ static void maybe_reap(int dev, uint64_t now)
         sim_reap_dead(0);
 }
 
-static int busy_contexts(int dev)
-{
-    int n = 0;
-    for (int c = 0; c < SIM_MAX_CTXS; c++)
-        n += has_work(&g_sim.st->ctx[c], dev);
-    return n;
-}
-
-/* Predicted time until item seq of slot completes, assuming no new work. */
+/*
+ * Predicted time from t_last_ns until item seq of slot completes, assuming
+ * no new work arrives: replays the round-robin on the pending totals.
+ */
 static uint64_t predict_locked(int dev, int slot, uint64_t seq)
 {
-    struct sim_ctx *cx = &g_sim.st->ctx[slot];
-    uint64_t mine = 0;
-    if (seq >= cx->tail) {
-        mine = cx->pending_ns;
+    struct sim_state *st = g_sim.st;
+    struct sim_device *dv = &st->dev[dev];
+    struct sim_ctx *me = &st->ctx[slot];
+    uint64_t need = 0;
+    if (seq >= me->tail) {
+        need = me->pending_ns;
     } else {
-        for (uint64_t s = cx->head; s < seq; s++)
-            mine += cx->items[s % SIM_RING].remaining_ns;
+        for (uint64_t s = me->head; s < seq; s++)
+            need += me->items[s % SIM_RING].remaining_ns;
     }
-    int n = busy_contexts(dev);
-    return n > 1 ? mine * (uint64_t)n : mine;
+    uint64_t rem[SIM_MAX_CTXS];
+    int nbusy = 0;
+    for (int c = 0; c < SIM_MAX_CTXS; c++) {
+        rem[c] = has_work(&st->ctx[c], dev) ? st->ctx[c].pending_ns : 0;
+        nbusy += rem[c] > 0;
+    }
+    if (need == 0 || nbusy <= 1)
+        return need;
+    uint64_t slice = st->hdr.timeslice_ns, t = 0;
+    int cur = dv->cur_ctx;
+    uint64_t left = cur >= 0 && dv->slice_end_ns > dv->t_last_ns ? dv->slice_end_ns - dv->t_last_ns
+                                                                  : 0;
+    for (int iter = 0; iter < 100000; iter++) {
+        if (cur < 0 || rem[cur] == 0 || left == 0) {
+            int k, start = cur < 0 ? 0 : cur + 1;
+            for (k = 0; k < SIM_MAX_CTXS && !rem[(start + k) % SIM_MAX_CTXS]; k++) {
+            }
+            if (k == SIM_MAX_CTXS)
+                break;
+            cur = (start + k) % SIM_MAX_CTXS;
+            left = slice;
+        }
+        uint64_t run = rem[cur] < left ? rem[cur] : left;
+        if (cur == slot && run > need)
+            run = need;
+        t += run;
+        rem[cur] -= run;
+        left -= run;
+        if (cur == slot && (need -= run) == 0)
+            return t;
+    }
+    return t + need;
 }
 
 static void sleep_for(uint64_t now, uint64_t ns)

@@ -1,0 +1,42 @@
+"""Fixtures for the simulator tests: C helper programs built once per session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGS = Path(__file__).resolve().parent / "progs"
+OUT = ROOT / "build" / "tests"
+
+# name -> extra link flags
+_PROGS = {
+    "load": ["-ldl"],
+    "smoke": ["-L" + str(ROOT / "build" / "sim"), "-lcuda"],
+    "api": ["-L" + str(ROOT / "build" / "sim"), "-lcuda", "-ldl"],
+    "memhold": ["-L" + str(ROOT / "build" / "sim"), "-lcuda"],
+}
+
+
+def _build(name: str, flags: list[str]) -> Path:
+    src = PROGS / f"{name}.c"
+    out = OUT / f"sim-{name}"
+    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
+        return out
+    OUT.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    cmd = ["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+           "-I", str(ROOT / "libshim" / "include"), "-o", str(tmp), str(src), *flags]
+    subprocess.run(cmd, check=True)
+    os.replace(tmp, out)  # atomic: parallel sessions never see half a binary
+    return out
+
+
+@pytest.fixture(scope="session")
+def sim_progs() -> dict[str, Path]:
+    if not (ROOT / "build" / "sim" / "libcuda.so.1").exists():
+        pytest.fail("build/sim/libcuda.so.1 is missing: run `make` first")
+    return {name: _build(name, flags) for name, flags in _PROGS.items()}

@@ -1,9 +1,172 @@
-"""`tgsctl` entry point (placeholder until its issue lands)."""
+"""`tgsctl`: inspect and steer the jobs of the local TGS controller.
 
+Shell completion (click): eval "$(_TGSCTL_COMPLETE=bash_source tgsctl)"
+(zsh_source / fish_source for the other shells).
+"""
+
+from __future__ import annotations
+
+import json
 import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from tgs._stub import not_yet
+import click
+from tgs.controller.client import Client, ClientError, ControllerUnavailable
+
+from .common import client_error, controller_options, make_client, unavailable
+from .run import device_ref
+from .sizes import SIZE, SIZE_OR_UNLIMITED
+from .view import CLEAR, job_processes, jobs_text, status_text, top_frame
+
+PROG = "tgsctl"
+T = TypeVar("T")
+
+
+def _call(ctx: click.Context, fn: Callable[[Client], T]) -> T:
+    """One controller call with the tool's error handling (exit 2, a clear message)."""
+    client: Client = ctx.obj
+    try:
+        return fn(client)
+    except ControllerUnavailable as exc:
+        unavailable(PROG, exc)
+    except ClientError as exc:
+        client_error(PROG, exc)
+
+
+def _jobs(ctx: click.Context, procs: bool) -> list[dict[str, Any]]:
+    jobs = _call(ctx, lambda c: c.list())
+    if procs:
+        for j in jobs:
+            j["process_list"] = job_processes(j.get("segment"))
+    return jobs
+
+
+def _dump(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@controller_options
+@click.pass_context
+def cli(ctx: click.Context, controller: str | None, timeout: float) -> None:
+    """Inspect and steer TGS jobs.
+
+    Completion: eval "$(_TGSCTL_COMPLETE=bash_source tgsctl)"."""
+    ctx.obj = make_client(controller, timeout)
+    ctx.call_on_close(ctx.obj.close)
+
+
+@cli.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def ls_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Jobs: processes, priority, weight, memory used/quota, token rate, throughput."""
+    jobs = _jobs(ctx, procs=True)
+    if as_json:
+        _dump({"jobs": jobs})
+    else:
+        click.echo(jobs_text(jobs))
+
+
+@cli.command("set")
+@click.argument("job")
+@click.option("--mem", type=SIZE_OR_UNLIMITED, default=None,
+              help="New memory quota (a size, or 'unlimited').")
+@click.option("--priority", type=click.Choice(["production", "opportunistic"]), default=None)
+@click.option("--weight", type=click.IntRange(1, 1000), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
+            weight: int | None, as_json: bool) -> None:
+    """Change a job live: its processes see the new quota and rate within one period.
+
+    A quota below the current usage refuses new allocations; existing ones stay."""
+    changes: dict[str, Any] = {}
+    if mem is not None:
+        changes["mem_quota"] = None if mem < 0 else mem
+    if priority is not None:
+        changes["priority"] = priority
+    if weight is not None:
+        changes["weight"] = weight
+    if not changes:
+        raise click.UsageError("nothing to change: give --mem, --priority or --weight")
+    info = _call(ctx, lambda c: c.set(job, **changes))["job"]
+    if as_json:
+        _dump({"job": info})
+    else:
+        click.echo(jobs_text([info], procs=False))
+
+
+@cli.command("add")
+@click.argument("job")
+@click.option("--priority", type=click.Choice(["production", "opportunistic"]),
+              default="opportunistic", show_default=True)
+@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True)
+@click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
+@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--ephemeral", is_flag=True, help="Remove the job when its last process ends.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int | None,
+            device: str, ephemeral: bool, as_json: bool) -> None:
+    """Register a job (for containers: then `tgs-inject cdi/k8s --job JOB`)."""
+    reply = _call(ctx, lambda c: c.register(job, priority=priority, weight=weight,
+                                            mem_quota=mem, device=device_ref(device),
+                                            ephemeral=ephemeral))
+    if as_json:
+        _dump({k: reply[k] for k in ("job", "segment", "shim", "env") if k in reply})
+    else:
+        click.echo(f"registered {job}: segment {reply.get('segment')}")
+
+
+@cli.command("rm")
+@click.argument("job")
+@click.pass_context
+def rm_cmd(ctx: click.Context, job: str) -> None:
+    """Unregister a job (its processes run on without limits)."""
+    _call(ctx, lambda c: c.unregister(job))
+    click.echo(f"removed {job}")
+
+
+@cli.command("status")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Controller health, devices, policy."""
+    st = _call(ctx, lambda c: c.status())
+    st.pop("v", None)
+    st.pop("id", None)
+    st.pop("ok", None)
+    if as_json:
+        _dump(st)
+    else:
+        click.echo(status_text(st, _jobs(ctx, procs=False)))
+
+
+@cli.command("top")
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+@click.option("--interval", type=click.FloatRange(0.1, 60), default=1.0, show_default=True,
+              help="Seconds between frames.")
+@click.option("--color/--no-color", default=None, help="Default: when stdout is a terminal.")
+@click.pass_context
+def top_cmd(ctx: click.Context, once: bool, interval: float, color: bool | None) -> None:
+    """A live view of GPUs and jobs (Ctrl-C quits)."""
+    tty = sys.stdout.isatty()
+    color = tty if color is None else color
+    try:
+        while True:
+            st = _call(ctx, lambda c: c.status())
+            jobs = _jobs(ctx, procs=False)
+            frame = top_frame(st, jobs, time.strftime("%H:%M:%S"), color)
+            click.echo(frame if once or not tty else CLEAR + frame)
+            if once:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo("")
 
 
 def main() -> None:
-    sys.exit(not_yet("tgsctl"))
+    cli(prog_name=PROG)

@@ -1,9 +1,135 @@
-"""`tgs-run` entry point (placeholder until its issue lands)."""
+"""`tgs-run`: run one command as a TGS job (register, inject the shim, forward signals)."""
 
+from __future__ import annotations
+
+import os
+import secrets
 import sys
+from collections.abc import Mapping
 
-from tgs._stub import not_yet
+import click
+from tgs.controller.client import ClientError, ControllerUnavailable
+from tgs.intercept.locate import _prepend_preload, find_shim
+
+from .common import (
+    EXIT_USAGE,
+    client_error,
+    controller_options,
+    fail,
+    job_name_from,
+    make_client,
+    unavailable,
+)
+from .sizes import SIZE
+from .supervise import SpawnError, Supervisor
+
+PROG = "tgs-run"
+
+
+def device_ref(text: str) -> int | str:
+    """--device: an index (digits) or a UUID."""
+    return int(text) if text.isdigit() else text
+
+
+def job_env(base: Mapping[str, str], reply_env: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: ours plus the register reply's (LD_PRELOAD prepended)."""
+    env = dict(base)
+    for key, value in reply_env.items():
+        if key == "LD_PRELOAD":
+            env[key] = _prepend_preload(env.get(key, ""), value)
+        else:
+            env[key] = value
+    if "LD_PRELOAD" not in reply_env:      # a controller without a shim path: use ours
+        env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), str(find_shim()))
+    return env
+
+
+def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
+    env = dict(base)
+    env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), str(find_shim()))
+    env.pop("TGS_SEGMENT", None)
+    if mem is not None:
+        env["TGS_MEM_LIMIT"] = str(mem)
+    return env
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"],
+                                 "allow_interspersed_args": False})
+@click.option("--name", help="Job name (default: the command's basename + a random suffix).")
+@click.option("--priority", type=click.Choice(["production", "opportunistic"]),
+              default="opportunistic", show_default=True)
+@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Share among opportunistic jobs.")
+@click.option("--mem", type=SIZE, default=None,
+              help="GPU memory quota: 512MiB, 8GiB, 8G, 1.5GiB or bytes (default: unlimited).")
+@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--standalone", is_flag=True,
+              help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
+@controller_options
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+def cli(name: str | None, priority: str, weight: int, mem: int | None, device: str,
+        standalone: bool, controller: str | None, timeout: float, cmd: tuple[str, ...]) -> None:
+    """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
+
+    The job is registered with the controller (and removed when CMD ends), CMD runs with
+    the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N when
+    signal N killed it)."""
+    with Supervisor() as sup:
+        sys.exit(_run(sup, name, priority, weight, mem, device, standalone, controller,
+                      timeout, list(cmd)))
+
+
+def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int | None,
+         device: str, standalone: bool, controller: str | None, timeout: float,
+         cmd: list[str]) -> int:
+    if standalone:
+        try:
+            env = standalone_env(os.environ, mem)
+        except FileNotFoundError as exc:
+            fail(PROG, str(exc))
+        return _spawn(sup, cmd, env)
+    name = name or job_name_from(cmd[0], secrets.token_hex(2))
+    client = make_client(controller, timeout)
+    try:
+        reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
+                                device=device_ref(device), ephemeral=True)
+    except ControllerUnavailable as exc:
+        client.close()
+        unavailable(PROG, exc, " (or use --standalone for a static quota)")
+    except ClientError as exc:
+        client.close()
+        client_error(PROG, exc)
+    try:
+        early = sup.pending()
+        if early is not None:                    # Ctrl-C while registering: do not start
+            return 128 + early
+        try:
+            env = job_env(os.environ, reply.get("env") or {})
+        except FileNotFoundError as exc:
+            fail(PROG, str(exc))
+        return _spawn(sup, cmd, env)
+    finally:
+        try:
+            client.unregister(name)
+        except ClientError as exc:
+            if exc.code != "not_found":          # an ephemeral job may already be gone
+                click.echo(f"{PROG}: warning: unregister {name}: {exc.message}", err=True)
+        except ControllerUnavailable as exc:
+            click.echo(f"{PROG}: warning: unregister {name}: {exc}", err=True)
+        finally:
+            client.close()
+
+
+def _spawn(sup: Supervisor, cmd: list[str], env: dict[str, str]) -> int:
+    try:
+        return sup.run(cmd, env)
+    except SpawnError as exc:
+        click.echo(f"{PROG}: {exc}", err=True)
+        return exc.code
 
 
 def main() -> None:
-    sys.exit(not_yet("tgs-run"))
+    cli(prog_name=PROG)
+
+
+__all__ = ["EXIT_USAGE", "cli", "main"]

@@ -1,0 +1,107 @@
+"""tgsctl against a real controller: ls/status JSON, live set, top, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from tgs.tools import ctl as ctl_mod
+from tools_helpers import Ctl, Probe, probe_cmd, wait_for
+
+GIB = 1 << 30
+JOB_KEYS = {"name": str, "priority": str, "weight": int, "device": int, "state": str,
+            "segment": str, "ephemeral": bool, "process_list": list}
+
+
+def invoke(ctl: Ctl, *args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(ctl_mod.cli, ["--controller", ctl.addr, *args])
+
+
+def test_ls_and_status_json_schema(ctl: Ctl, probes: list[Probe]) -> None:
+    p = Probe(probe_cmd("--name", "j1", "--mem", "2GiB", "--priority", "production"), ctl.env)
+    probes.append(p)
+    assert p.ask(f"alloc {GIB}") == "alloc 0"
+    assert wait_for(lambda: ctl.jobs()["j1"].get("processes") == 1)
+    r = invoke(ctl, "ls", "--json")
+    assert r.exit_code == 0, r.output
+    (job,) = json.loads(r.output)["jobs"]
+    for key, typ in JOB_KEYS.items():
+        assert isinstance(job[key], typ), key
+    assert job["mem_quota"] == 2 * GIB and job["priority"] == "production"
+    assert job["mem_used"] == GIB and job["processes"] == 1
+    assert isinstance(job["work_rate"], (int, float))
+    assert "rate" in job and "throttled_frac" in job
+    (proc,) = job["process_list"]
+    assert proc["pid"] == p.proc.pid or proc["pid"] > 0
+    assert proc["mem_used"] == GIB
+    r = invoke(ctl, "ls")
+    assert r.exit_code == 0 and "j1" in r.output and "1GiB/2GiB" in r.output
+    st = json.loads(invoke(ctl, "status", "--json").output)
+    assert st["protocol"] == 1 and st["policy"] == "adaptive"
+    assert st["devices"][0]["kind"] == "sim" and st["devices"][0]["mem_total"] > 0
+    assert isinstance(st["gpus"], list) and st["gpus"][0]["index"] == 0
+    text = invoke(ctl, "status").output
+    assert "policy: adaptive" in text and "GPU" in text
+
+
+def test_set_live_quota_seen_by_process(ctl: Ctl, probes: list[Probe]) -> None:
+    """A running process sees the new cuMemGetInfo total within a period; a quota below
+    usage refuses new allocations and keeps the old ones."""
+    p = Probe(probe_cmd("--name", "live", "--mem", "4GiB"), ctl.env)
+    probes.append(p)
+    assert p.info()[1] == 4 * GIB
+    assert p.ask(f"alloc {2 * GIB}") == "alloc 0"
+    r = ctl.run("tgsctl", "set", "live", "--mem", "3GiB", "--weight", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["job"]["mem_quota"] == 3 * GIB
+    assert wait_for(lambda: p.info()[1] == 3 * GIB, timeout=5)
+    assert ctl.jobs()["live"]["weight"] == 5
+    assert ctl.run("tgsctl", "set", "live", "--mem", "1GiB").returncode == 0
+    assert wait_for(lambda: p.info()[1] == GIB, timeout=5)
+    assert p.info()[0] == 0                          # used 2 GiB of 1 GiB: nothing free
+    assert p.ask("alloc 1048576") == "alloc 2"      # new allocations refused
+    assert p.ask("free") == "free 0"                 # existing ones intact and freeable
+    assert p.ask("alloc 1048576") == "alloc 0"
+    assert ctl.run("tgsctl", "set", "live", "--mem", "unlimited").returncode == 0
+    assert wait_for(lambda: p.info()[1] > 4 * GIB, timeout=5)
+    assert p.close() == 0
+
+
+def test_set_bad_input_changes_nothing(ctl: Ctl) -> None:
+    assert ctl.run("tgsctl", "add", "fixed", "--mem", "1GiB").returncode == 0
+    ident = ("name", "priority", "weight", "mem_quota", "device", "segment", "created")
+    before = {k: ctl.jobs()["fixed"][k] for k in ident}
+    for args, needle in [
+        (["set", "fixed", "--mem", "lots"], "not a size"),
+        (["set", "fixed", "--weight", "0"], "weight"),
+        (["set", "fixed", "--priority", "vip"], "priority"),
+        (["set", "fixed"], "nothing to change"),
+        (["set", "nobody", "--mem", "1G"], "no job named"),
+        (["set", "fixed", "--priority", "production", "--mem", "64GiB"], "overcommit"),
+    ]:
+        r = ctl.run("tgsctl", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert needle in r.stderr + r.stdout, (args, r.stderr)
+    assert {k: ctl.jobs()["fixed"][k] for k in ident} == before
+    assert ctl.run("tgsctl", "rm", "fixed").returncode == 0
+    assert ctl.jobs() == {}
+
+
+def test_top_once_and_no_controller(ctl: Ctl, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert invoke(ctl, "add", "shown", "--weight", "2").exit_code == 0
+    r = invoke(ctl, "top", "--once", "--no-color")
+    assert r.exit_code == 0 and "shown" in r.output and "GPU" in r.output
+    assert "\x1b[" not in r.output
+    r = CliRunner().invoke(ctl_mod.cli, ["--controller", str(tmp_path / "x.sock"),
+                                         "--timeout", "0.5", "ls"])
+    assert r.exit_code == 2 and "tgs-controller --foreground" in r.output
+
+
+def test_completion_script() -> None:
+    import os
+    import subprocess
+
+    from tools_helpers import tool
+    env = dict(os.environ, _TGSCTL_COMPLETE="bash_source")
+    out = subprocess.run([tool("tgsctl")], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "_tgsctl_completion" in out.stdout

@@ -1,0 +1,83 @@
+"""The controller's Prometheus endpoint, scraped over HTTP and parsed."""
+
+from __future__ import annotations
+
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+from tgs.controller import gpustats
+from tools_helpers import Ctl, Probe, probe_cmd, tool, wait_for
+
+GIB = 1 << 30
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def scrape(ctl: Ctl) -> dict[str, list]:
+    url = ctl.status()["metrics_url"].replace("0.0.0.0", "127.0.0.1")
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def one(m: dict[str, list], name: str, **labels: str) -> float:
+    hits = [s.value for s in m.get(name, []) if all(s.labels.get(k) == v
+                                                    for k, v in labels.items())]
+    assert len(hits) == 1, (name, labels, m.get(name))
+    return hits[0]
+
+
+def test_job_and_gpu_metrics(ctl: Ctl, probes: list[Probe]) -> None:
+    p = Probe(probe_cmd("--name", "m1", "--mem", "2GiB"), ctl.env)
+    probes.append(p)
+    assert p.ask(f"alloc {GIB}") == "alloc 0"
+    r = ctl.run("tgs-run", "--name", "busy", "--", str(ROOT / "build/bin/tgs-workload"),
+                "--seconds", "1.5", "--gap-ms", "0")
+    assert r.returncode == 0, r.stderr
+    m = scrape(ctl)
+    assert one(m, "tgs_job_memory_used_bytes", job="m1") == GIB
+    assert one(m, "tgs_job_memory_quota_bytes", job="m1", priority="opportunistic") == 2 * GIB
+    assert one(m, "tgs_job_processes", job="m1") == 1
+    assert one(m, "tgs_gpu_memory_total_bytes", gpu="0") > 0
+    assert one(m, "tgs_gpu_jobs_memory_used_bytes", gpu="0") == GIB
+    assert one(m, "tgs_controller_steps_total") > 0
+    assert "tgs_job_throttled_seconds_total" in m and "tgs_job_work_units_total" in m
+    # the workload ran 1.5 s alone on the GPU: its work shows in the GPU's utilisation
+    util = m.get("tgs_gpu_utilization_ratio")
+    assert util and 0.0 <= util[0].value <= 1.0
+
+
+def test_work_counter_grows(ctl: Ctl) -> None:
+    with subprocess.Popen([tool("tgs-run"),
+                           "--name", "w", "--", str(ROOT / "build/bin/tgs-workload"),
+                           "--seconds", "3"], env=ctl.env, stdout=subprocess.DEVNULL) as wl:
+        try:
+            assert wait_for(lambda: "tgs_job_work_units_total" in scrape(ctl)
+                            and any(s.labels["job"] == "w" and s.value > 0
+                                    for s in scrape(ctl)["tgs_job_work_units_total"]), 10)
+            first = one(scrape(ctl), "tgs_job_work_units_total", job="w")
+            assert wait_for(lambda: one(scrape(ctl), "tgs_job_work_units_total", job="w")
+                            > first, 5)
+        finally:
+            wl.kill()
+
+
+def test_sim_offsets_match_header(tmp_path: Path) -> None:
+    """gpustats reads the simulator's state at fixed offsets: check them against the header."""
+    src = tmp_path / "off.c"
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "sim_state.h"\n'
+                   "int main(void){printf(\"%zu %zu %zu %zu %zu\\n\","
+                   "offsetof(struct sim_state, dev), sizeof(struct sim_device),"
+                   "offsetof(struct sim_device, mem_total), offsetof(struct sim_device, mem_used),"
+                   "offsetof(struct sim_device, busy_ns));return 0;}\n")
+    exe = tmp_path / "off"
+    subprocess.run(["gcc", f"-I{ROOT / 'libshim/sim'}", str(src), "-o", str(exe)], check=True)
+    got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    assert got == [gpustats.SIM_DEV_BASE, gpustats.SIM_DEV_SIZE, 64, 72, 88]
+    assert gpustats.SIM_DEV.size == 96

@@ -1,0 +1,115 @@
+"""Text rendering for tgsctl: job tables, status, the `top` frame (plain ANSI, no curses)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .sizes import format_size
+
+CLEAR = "\x1b[H\x1b[2J"
+BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
+
+
+def job_processes(segment: str | None) -> list[dict[str, Any]]:
+    """Live processes of a job, read from its segment (pid in its own namespace, comm,
+    memory); [] when the segment is not readable here (another user, another node)."""
+    if not segment:
+        return []
+    try:
+        from tgs.intercept import segment as iseg
+        with iseg.open_segment(segment) as seg:
+            return [{"slot": c.slot, "pid": c.pid, "comm": c.comm, "mem_used": c.mem_used,
+                     "work": c.work, "oom_count": c.oom_count}
+                    for c in seg.snapshot()
+                    if c.state == iseg.SLOT_ACTIVE and seg.slot_lock_held(c.slot)]
+    except Exception:
+        return []
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "unlimited"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= div:
+            return f"{value / div:.1f}{unit}/s"
+    return f"{value:.0f}/s"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    for r in rows:
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return out
+
+
+JOB_HEADER = ["NAME", "PRIORITY", "W", "DEV", "PROCS", "MEM USED/QUOTA", "RATE",
+              "WORK/S", "THROTTLED", "STATE"]
+
+
+def job_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for j in sorted(jobs, key=lambda j: (j.get("device", 0), j["priority"], j["name"])):
+        rows.append([
+            j["name"], j["priority"], str(j["weight"]), str(j.get("device", "?")),
+            str(j.get("processes", 0)),
+            f"{format_size(j.get('mem_used', 0))}/{format_size(j.get('mem_quota'))}",
+            _rate(j.get("rate")), _rate(j.get("work_rate", 0.0)).removesuffix("/s"),
+            f"{100 * (j.get('throttled_frac') or 0):.0f}%", j.get("state", "?"),
+        ])
+    return rows
+
+
+def jobs_text(jobs: list[dict[str, Any]], procs: bool = True) -> str:
+    if not jobs:
+        return "no jobs"
+    lines = _table(job_rows(jobs), JOB_HEADER)
+    if procs:
+        for j in jobs:
+            for p in j.get("process_list", []):
+                lines.append(f"  {j['name']}: pid {p['pid']} ({p['comm']}) "
+                             f"{format_size(p['mem_used'])}")
+    return "\n".join(lines)
+
+
+def devices_rows(status: dict[str, Any], jobs: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    gpus = {g.get("index"): g for g in status.get("gpus", [])}
+    for d in status.get("devices", []):
+        mine = [j for j in jobs if j.get("device") == d["index"]]
+        used = sum(j.get("mem_used", 0) for j in mine)
+        work = sum(j.get("work_rate", 0.0) for j in mine)
+        util = gpus.get(d["index"], {}).get("utilization")
+        rows.append([str(d["index"]), d["name"], d["uuid"], d["kind"],
+                     f"{format_size(used)}/{format_size(d['mem_total'])}",
+                     "-" if util is None else f"{100 * util:.0f}%",
+                     str(len(mine)), _rate(work).removesuffix("/s")])
+    return rows
+
+
+DEV_HEADER = ["GPU", "NAME", "UUID", "KIND", "MEM (JOBS)/TOTAL", "UTIL", "JOBS", "WORK/S"]
+
+
+def status_text(status: dict[str, Any], jobs: list[dict[str, Any]]) -> str:
+    lines = [
+        f"controller: up {status.get('uptime_s', 0):.0f} s, pid {status.get('pid')}, "
+        f"protocol {status.get('protocol')}",
+        f"policy: {status.get('policy')}, period {status.get('period_ms')} ms, "
+        f"loop {status.get('loop_ms_avg', 0)} ms avg, {status.get('overruns', 0)} overrun(s)",
+        f"jobs: {status.get('jobs', 0)}, requests {status.get('requests', 0)} "
+        f"({status.get('request_errors', 0)} refused)",
+        f"endpoints: {', '.join(status.get('endpoints', []))}",
+        "",
+        *_table(devices_rows(status, jobs), DEV_HEADER),
+    ]
+    return "\n".join(lines)
+
+
+def top_frame(status: dict[str, Any], jobs: list[dict[str, Any]], when: str,
+              color: bool = True) -> str:
+    b, d, r = (BOLD, DIM, RESET) if color else ("", "", "")
+    head = (f"{b}tgsctl top{r}  {when}  policy {status.get('policy')}  "
+            f"period {status.get('period_ms')} ms  jobs {len(jobs)}  {d}(Ctrl-C quits){r}")
+    gpu = _table(devices_rows(status, jobs), DEV_HEADER)
+    job = _table(job_rows(jobs), JOB_HEADER) if jobs else ["no jobs"]
+    return "\n".join([head, "", f"{b}{gpu[0]}{r}", *gpu[1:], "", f"{b}{job[0]}{r}", *job[1:]])

@@ -165,6 +165,15 @@ static void check_params(const struct sim_header *h, const char *path)
                 (unsigned long long)(h->timeslice_ns / 1000));
 }
 
+/* A process that exits normally gives its memory and contexts back at once,
+ * as the real driver does; a killed one is reaped by the others. */
+__attribute__((destructor)) static void release_at_exit(void)
+{
+    if (g_sim.initialized && g_sim.proc_slot >= 0 && g_sim.st &&
+        g_sim.st->proc[g_sim.proc_slot].pid == (int32_t)getpid())
+        reclaim_slot(g_sim.proc_slot);
+}
+
 static void after_fork_child(void)
 {
     /* A forked child is a new process: it must not share the parent's slot. */

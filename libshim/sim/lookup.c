@@ -160,14 +160,6 @@ static const struct lookup_row rows[] = {
 
 #define NROWS (sizeof rows / sizeof rows[0])
 
-void *sim_lookup_symbol(const char *exported_name)
-{
-    for (size_t i = 0; i < NROWS; i++)
-        if (!strcmp(rows[i].symbol, exported_name))
-            return rows[i].fn;
-    return NULL;
-}
-
 static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, int per_thread,
                                               void **out)
 {

@@ -199,9 +199,6 @@ int sim_region_take(uint64_t base, int mask, struct sim_region *out);
 CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, CUstream s, int ptsz);
 
-/* lookup.c */
-void *sim_lookup_symbol(const char *exported_name);
-
 #pragma GCC visibility pop
 
 #endif /* TGS_SIM_H */

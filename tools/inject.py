@@ -1,9 +1,228 @@
-"""`tgs-inject` entry point (placeholder until its issue lands)."""
+"""`tgs-inject`: hand TGS jobs to containers (docker/podman command lines, CDI, Kubernetes)."""
 
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
 import sys
+from typing import Any
 
-from tgs._stub import not_yet
+import click
+from tgs.controller.client import Client, ClientError, ControllerUnavailable
+
+from . import cdi, k8s
+from .common import client_error, controller_options, fail, make_client, unavailable
+from .elfver import vstr
+from .injection import InjectError, Plan, check_rootfs, make_plan
+from .run import device_ref
+from .sizes import SIZE
+from .supervise import SpawnError, Supervisor
+
+PROG = "tgs-inject"
+ENGINES = ("docker", "podman", "nerdctl")
+DETACH = ("-d", "--detach", "--detach=true")
+
+
+def _call(client: Client, fn: str, *args: Any, **kw: Any) -> Any:
+    try:
+        return getattr(client, fn)(*args, **kw)
+    except ControllerUnavailable as exc:
+        unavailable(PROG, exc)
+    except ClientError as exc:
+        client_error(PROG, exc)
+
+
+def _sim_mode(client: Client, sim: bool | None) -> bool:
+    if sim is not None:
+        return sim
+    devs = _call(client, "status").get("devices", [])
+    return bool(devs) and all(d.get("kind") == "sim" for d in devs)
+
+
+def _job(client: Client, name: str) -> dict[str, Any]:
+    for j in _call(client, "list"):
+        if j["name"] == name:
+            return j
+    fail(PROG, f"no job named {name!r}: register it first (tgsctl add {name} ...)")
+
+
+def _plan(job: dict[str, Any], sim: bool, preload_file: bool, shim: str | None = None) -> Plan:
+    try:
+        return make_plan(job, sim=sim, preload_file=preload_file, shim=shim)
+    except InjectError as exc:
+        fail(PROG, str(exc))
+
+
+sim_option = click.option(
+    "--sim/--no-sim", default=None,
+    help="Also hand the container the simulated driver and its state (default: when the "
+         "controller's GPUs are simulated).")
+preload_option = click.option(
+    "--preload-file", is_flag=True,
+    help="Preload through a generated read-only /etc/ld.so.preload instead of LD_PRELOAD "
+         "(covers processes that reset their environment).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@controller_options
+@click.pass_context
+def cli(ctx: click.Context, controller: str | None, timeout: float) -> None:
+    """Inject TGS into containers.
+
+    The shim needs glibc in the container at least as new as the one it was built against
+    (`tgs-inject baseline` prints it); a --rootfs is checked, images are not."""
+    ctx.obj = make_client(controller, timeout)
+    ctx.call_on_close(ctx.obj.close)
+
+
+@cli.command("baseline")
+def baseline_cmd() -> None:
+    """Print the glibc version the shim (and the simulated driver) need in a container."""
+    from tgs.intercept.locate import find_shim
+
+    from .elfver import glibc_needed
+    click.echo(f"shim {find_shim()}: needs glibc >= {vstr(glibc_needed(find_shim()))}")
+
+
+def split_engine(cmd: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """`podman [global opts] run ARGS` -> (up to and including 'run', the rest)."""
+    if not cmd or os.path.basename(cmd[0]) not in ENGINES:
+        raise click.UsageError(f"expected `-- {'|'.join(ENGINES)} run ...`, got {' '.join(cmd)!r}")
+    if "run" not in cmd[1:]:
+        raise click.UsageError("the container command has no `run`")
+    i = cmd.index("run", 1)
+    return list(cmd[: i + 1]), list(cmd[i + 1:])
+
+
+def engine_flags(plan: Plan) -> list[str]:
+    out: list[str] = []
+    for m in plan.mounts:
+        out += ["-v", f"{m.host}:{m.container}:{'ro' if m.readonly else 'rw'}"]
+    for kv in plan.env_list():
+        out += ["-e", kv]
+    return out
+
+
+def rootfs_of(args: list[str]) -> str | None:
+    for i, a in enumerate(args):
+        if a == "--rootfs" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--rootfs="):
+            return a.split("=", 1)[1]
+    return None
+
+
+@cli.command("run", context_settings={"allow_interspersed_args": False})
+@click.option("--name", help="Job name (default: container-<random>).")
+@click.option("--priority", type=click.Choice(["production", "opportunistic"]),
+              default="opportunistic", show_default=True)
+@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True)
+@click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
+@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@sim_option
+@preload_option
+@click.option("--print", "print_only", is_flag=True,
+              help="Print the rewritten command instead of running it (the job stays "
+                   "registered until its container's processes end, or `tgsctl rm`).")
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
+            mem: int | None, device: str, sim: bool | None, preload_file: bool,
+            print_only: bool, cmd: tuple[str, ...]) -> None:
+    """Register a job and run `docker|podman run ...` with it injected:
+    tgs-inject run [OPTIONS] -- podman run [ARGS...] IMAGE [CMD...]"""
+    head, rest = split_engine(cmd)
+    client: Client = ctx.obj
+    with Supervisor() as sup:
+        name = name or f"container-{secrets.token_hex(3)}"
+        sim_mode = _sim_mode(client, sim)
+        reply = _call(client, "register", name, priority=priority, weight=weight,
+                      mem_quota=mem, device=device_ref(device), ephemeral=True)
+        keep = print_only or any(a in DETACH for a in rest)
+        code = 2
+        try:
+            plan = _plan(reply["job"], sim_mode, preload_file, reply.get("shim"))
+            rootfs = rootfs_of(rest)
+            if rootfs is not None:
+                try:
+                    check_rootfs(plan, rootfs)
+                except InjectError as exc:
+                    keep = False
+                    fail(PROG, str(exc))
+            new = head + engine_flags(plan) + rest
+            if print_only:
+                click.echo(shlex.join(new))
+                code = 0
+            else:
+                try:
+                    code = sup.run(new, os.environ)
+                except SpawnError as exc:
+                    click.echo(f"{PROG}: {exc}", err=True)
+                    code = exc.code
+        finally:
+            if not keep:
+                try:
+                    client.unregister(name)
+                except (ClientError, ControllerUnavailable):
+                    pass
+    sys.exit(code)
+
+
+@cli.command("cdi")
+@click.option("--job", required=True, help="A registered job (tgsctl add JOB ...).")
+@click.option("--out", "out_dir", default=cdi.DEFAULT_DIR, show_default=True,
+              help="Spec directory ('-': print the spec).")
+@sim_option
+@preload_option
+@click.option("--rootfs", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Check this root file system's glibc against the shim's baseline.")
+@click.pass_context
+def cdi_cmd(ctx: click.Context, job: str, out_dir: str, sim: bool | None,
+            preload_file: bool, rootfs: str | None) -> None:
+    """Write a CDI spec so that `--device tgs.io/gpu=JOB` injects the job
+    (podman, containerd >= 1.7, CRI-O >= 1.24, Docker with CDI)."""
+    client: Client = ctx.obj
+    plan = _plan(_job(client, job), _sim_mode(client, sim), preload_file)
+    if rootfs:
+        try:
+            check_rootfs(plan, rootfs)
+        except InjectError as exc:
+            fail(PROG, str(exc))
+    if out_dir == "-":
+        import json
+        click.echo(json.dumps(cdi.spec(plan), indent=2))
+        return
+    try:
+        path = cdi.write(plan, out_dir)
+    except OSError as exc:
+        fail(PROG, f"cannot write the spec into {out_dir}: {exc}")
+    click.echo(f"{path}: use --device {cdi.KIND}={job}")
+
+
+@cli.command("k8s")
+@click.option("--job", required=True, help="A registered job (tgsctl add JOB ...).")
+@click.option("-f", "--file", "src", type=click.File("r"), default="-", show_default=True,
+              help="Pod manifest, YAML or JSON ('-': stdin); written back in the same format.")
+@click.option("--container", default=None, help="Patch only this container (default: all).")
+@sim_option
+@preload_option
+@click.pass_context
+def k8s_cmd(ctx: click.Context, job: str, src: Any, container: str | None,
+            sim: bool | None, preload_file: bool) -> None:
+    """Patch a Pod manifest with the job's hostPath volumes, mounts and environment."""
+    try:
+        pod, fmt = k8s.load(src.read())
+    except k8s.ManifestError as exc:
+        fail(PROG, str(exc))
+    client: Client = ctx.obj
+    plan = _plan(_job(client, job), _sim_mode(client, sim), preload_file)
+    try:
+        k8s.patch(pod, plan, container)
+    except k8s.ManifestError as exc:
+        fail(PROG, str(exc))
+    click.echo(k8s.dump(pod, fmt), nl=False)
 
 
 def main() -> None:
-    sys.exit(not_yet("tgs-inject"))
+    cli(prog_name=PROG)

@@ -87,15 +87,16 @@ class Ctl:
         return json.loads(r.stdout)
 
 
-def start_ctl(tmp_path: Path, sim_env: dict[str, str]) -> Iterator[Ctl]:
+def start_ctl(tmp_path: Path, sim_env: dict[str, str], *args: str) -> Iterator[Ctl]:
     """tgs-controller --sim with a metrics port, private dirs; killed by pid at the end."""
     runtime = Path(tempfile.mkdtemp(prefix="tgs-rt-"))     # ipc paths: 107 bytes at most
     log = tmp_path / "controller.log"
     env = dict(sim_env)
     env["TGS_CONTROLLER"] = f"ipc://{runtime / 'control.sock'}"
+    env["TGS_RUNTIME_DIR"] = str(runtime)        # tgs-inject writes generated files here
     cmd = [tool("tgs-controller"), "--foreground", "--sim", "--state-dir",
            str(tmp_path / "state"), "--runtime-dir", str(runtime), "--metrics-port",
-           "127.0.0.1:0", "--period-ms", "50", "--log-level", "debug"]
+           "127.0.0.1:0", "--period-ms", "50", "--log-level", "debug", *args]
     with open(log, "wb") as logf:
         proc = subprocess.Popen(cmd, stderr=logf, env=env)
     c = Ctl(proc, runtime, env, log)

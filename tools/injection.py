@@ -1,0 +1,148 @@
+"""What a container needs to run a process as part of a TGS job: mounts and environment.
+
+One Plan feeds every injection route (docker/podman flags, a CDI spec, a Pod patch).
+Container paths are fixed, so images and entrypoints can rely on them:
+  /usr/local/lib/tgs/libtgs.so        the shim (read-only)
+  /run/tgs/seg/<job>.seg              the job's segment (read-write: the shims' ledger)
+  /run/tgs/seg/device-<i>.seg         the GPU's device segment (gating)
+  /etc/ld.so.preload                  with --preload-file: a generated, read-only file
+  /usr/local/bin/tgs-entrypoint       the entrypoint wrapper (read-only)
+Simulated mode (no real GPU) adds the simulated driver as the container's libcuda.so.1
+and its state file, as the NVIDIA container toolkit hands a container the real driver.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tgs.controller import paths
+from tgs.intercept.locate import find_shim
+
+from .elfver import ElfError, Version, find_libc, glibc_needed, glibc_provided, vstr
+
+CTR_LIB_DIR = "/usr/local/lib/tgs"
+CTR_SHIM = f"{CTR_LIB_DIR}/libtgs.so"
+CTR_SEG_DIR = "/run/tgs/seg"
+CTR_SIM_DIR = f"{CTR_LIB_DIR}/sim"
+CTR_SIM_STATE = "/run/tgs/sim-state"
+CTR_PRELOAD = "/etc/ld.so.preload"
+CTR_ENTRYPOINT = "/usr/local/bin/tgs-entrypoint"
+ENTRYPOINT = Path(__file__).resolve().parent / "tgs-entrypoint"
+SIM_LIB_ENV = "TGS_SIM_LIB"
+
+
+class InjectError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    container: str
+    readonly: bool = True
+
+
+@dataclass
+class Plan:
+    job: str
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    sim: bool = False
+    baseline: Version | None = None           # newest GLIBC_x.y the injected libraries need
+
+    def env_list(self) -> list[str]:
+        return [f"{k}={v}" for k, v in sorted(self.env.items())]
+
+
+def find_sim_lib() -> Path:
+    env = os.environ.get(SIM_LIB_ENV)
+    cands = [Path(env)] if env else []
+    cands.append(Path(__file__).resolve().parent.parent / "build" / "sim" / "libcuda.so.1")
+    for c in cands:
+        if c.is_file():
+            return c.resolve()
+    raise InjectError(f"simulated driver not found (set {SIM_LIB_ENV} or run `make`)")
+
+
+def sim_state_file() -> Path:
+    """The simulator's state file, created (by a cuInit in a child) when it does not exist:
+    a bind mount needs the file to be there."""
+    env = os.environ.get("TGS_SIM_STATE")
+    path = Path(env) if env and env.startswith("/") else Path(f"/dev/shm/tgs-sim-{os.getuid()}")
+    if not path.exists():
+        code = f"import ctypes; ctypes.CDLL({str(find_sim_lib())!r}).cuInit(0)"
+        subprocess.run([sys.executable, "-c", code], timeout=30, check=False,
+                       env={**os.environ, "TGS_SIM_STATE": str(path)})
+        if not path.exists():
+            raise InjectError(f"cannot create the simulator's state file {path}")
+    return path
+
+
+def work_dir(job: str) -> Path:
+    """Host files generated for a job (ld.so.preload) live here."""
+    d = paths.default_runtime_dir() / "inject" / job
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def make_plan(job: dict[str, Any], *, sim: bool, preload_file: bool,
+              shim: str | None = None) -> Plan:
+    """A Plan for a registered job (an entry of the controller's list/register reply)."""
+    name, seg = job["name"], job.get("segment")
+    if not seg or not Path(seg).exists():
+        raise InjectError(f"job {name}: its segment {seg} is not on this node")
+    shim_path = Path(shim) if shim else find_shim()
+    plan = Plan(job=name, sim=sim)
+    ctr_seg = f"{CTR_SEG_DIR}/{Path(seg).name}"
+    plan.mounts.append(Mount(str(shim_path), CTR_SHIM))
+    plan.mounts.append(Mount(str(seg), ctr_seg, readonly=False))
+    dev_seg = Path(seg).parent / f"device-{job.get('device', 0)}.seg"
+    if dev_seg.exists():
+        plan.mounts.append(Mount(str(dev_seg), f"{CTR_SEG_DIR}/{dev_seg.name}", readonly=False))
+    if ENTRYPOINT.exists():
+        plan.mounts.append(Mount(str(ENTRYPOINT), CTR_ENTRYPOINT))
+    plan.env.update(TGS_SEGMENT=ctr_seg, TGS_SHIM=CTR_SHIM)
+    libs = [shim_path]
+    if preload_file:
+        f = work_dir(name) / "ld.so.preload"
+        f.write_text(CTR_SHIM + "\n")
+        f.chmod(0o644)
+        plan.mounts.append(Mount(str(f), CTR_PRELOAD))
+    else:
+        plan.env["LD_PRELOAD"] = CTR_SHIM
+    if sim:
+        sim_lib = find_sim_lib()
+        libs.append(sim_lib)
+        plan.mounts.append(Mount(str(sim_lib), f"{CTR_SIM_DIR}/libcuda.so.1"))
+        plan.mounts.append(Mount(str(sim_state_file()), CTR_SIM_STATE, readonly=False))
+        plan.env.update(LD_LIBRARY_PATH=CTR_SIM_DIR, TGS_SIM_STATE=CTR_SIM_STATE)
+    try:
+        needs = [v for v in (glibc_needed(p) for p in libs) if v is not None]
+    except (OSError, ElfError) as exc:
+        raise InjectError(f"cannot read {shim_path}: {exc}") from exc
+    plan.baseline = max(needs) if needs else None
+    return plan
+
+
+def check_rootfs(plan: Plan, rootfs: str | Path) -> str:
+    """Refuse a root file system whose libc is older than the shim's glibc baseline
+    (every process in it would fail to start); returns a one-line verdict."""
+    libc = find_libc(rootfs)
+    if libc is None:
+        raise InjectError(f"{rootfs}: no libc.so.6 found: the shim needs glibc >= "
+                          f"{vstr(plan.baseline)} in the container (musl images cannot load it)")
+    try:
+        have = glibc_provided(libc)
+    except (OSError, ElfError) as exc:
+        raise InjectError(f"{libc}: {exc}") from exc
+    if plan.baseline is not None and (have is None or have < plan.baseline):
+        raise InjectError(
+            f"{rootfs}: its glibc {vstr(have)} is older than {vstr(plan.baseline)}, which the "
+            f"TGS shim needs: every process in the container would fail to start. Use an image "
+            f"with glibc >= {vstr(plan.baseline)} or build the shim against an older glibc.")
+    return f"glibc {vstr(have)} in {rootfs} >= {vstr(plan.baseline)} needed by the shim"

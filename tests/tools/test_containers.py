@@ -1,0 +1,130 @@
+"""tgs-inject end to end with podman: a container with its own PID namespace on the simulated
+GPU, injected once through the CDI spec and once through `tgs-inject run`.  Shows the quota
+enforced inside, the controller seeing and throttling the container's process (static policy),
+and its memory reclaimed after `podman kill`.  Skipped only where no container can start."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tools_helpers import Ctl, start_ctl, stop, tool, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = ROOT / "build" / "bin" / "tgs-workload"
+CDI_DIR = Path("/var/run/cdi")
+GIB = 1 << 30
+PODMAN = ["podman", "run", "--runtime", "runc", "--network", "none",
+          "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
+pytestmark = pytest.mark.timeout(120)
+
+
+def _libs(*files: Path) -> set[str]:
+    out = subprocess.run(["ldd", *map(str, files)], capture_output=True, text=True).stdout
+    return {w for w in out.split() if w.startswith("/") and not w.endswith(":")}
+
+
+@pytest.fixture(scope="module")
+def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A minimal root file system: the workload, the libraries it and the injected ones
+    need, the dynamic loader; the driver comes with the injection."""
+    if shutil.which("podman") is None or shutil.which("runc") is None:
+        pytest.skip("podman/runc not installed (apt-get install podman runc; .ci/run does)")
+    root = tmp_path_factory.mktemp("rootfs")
+    for d in ("bin", "proc", "dev", "sys", "etc", "tmp"):
+        (root / d).mkdir()
+    shutil.copy2(WORKLOAD, root / "bin" / "tgs-workload")
+    for lib in _libs(WORKLOAD, ROOT / "build/libtgs.so", ROOT / "build/sim/libcuda.so.1"):
+        dst = root / lib.lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(lib, dst)
+    r = subprocess.run([*PODMAN, "--rm", "--rootfs", str(root), "/bin/tgs-workload", "--help"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        pytest.skip(f"no container can be started here: {r.stderr.strip()[-300:]}")
+    return root
+
+
+@pytest.fixture
+def sctl(tmp_path: Path, sim_env: dict[str, str]) -> Iterator[Ctl]:
+    """A controller with the static policy: an opportunistic job is always rate-limited."""
+    yield from start_ctl(tmp_path, sim_env, "--policy", "static", "--static-share", "0.2")
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+
+
+def _container(args: list[str], name: str, rootfs: Path, *cmd: str) -> list[str]:
+    return [*args, "--rm", "--name", name, "--rootfs", str(rootfs), "/bin/tgs-workload", *cmd]
+
+
+def _podman_rm(name: str) -> None:
+    subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, timeout=60)
+
+
+def test_cdi_quota_throttle_and_reclaim(sctl: Ctl, rootfs: Path) -> None:
+    job = f"cdi-{secrets.token_hex(3)}"
+    ctr = f"tgs-test-{job}"
+    assert sctl.run("tgsctl", "add", job, "--mem", "1GiB").returncode == 0
+    r = sctl.run("tgs-inject", "cdi", "--job", job, "--out", str(CDI_DIR),
+                 "--rootfs", str(rootfs))
+    if r.returncode != 0 and "cannot write" in r.stderr:
+        pytest.skip(f"cannot write a CDI spec into {CDI_DIR}: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    spec = Path(r.stdout.split(":")[0])
+    runner = None
+    try:
+        dev = ["--device", f"tgs.io/gpu={job}"]
+        # over the quota: refused inside the container
+        r = subprocess.run(_container([*PODMAN, *dev], ctr, rootfs, "--mem", "2GiB",
+                                      "--seconds", "0.2"), capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 1 and "OUT_OF_MEMORY" in r.stdout + r.stderr, r.stderr
+        # within it: runs, sees the quota as its GPU's size, in its own PID namespace
+        runner = subprocess.Popen(
+            _container([*PODMAN, *dev], ctr, rootfs, "--mem", "512MiB", "--seconds", "20"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert runner.stdout is not None
+        start = json.loads(runner.stdout.readline())
+        assert start["type"] == "start" and start["pid"] == 1
+        assert start["mem"]["total"] == GIB
+        seen = wait_for(lambda: (j := sctl.jobs()[job]).get("processes") == 1
+                        and j.get("mem_used") == 512 << 20 and j.get("rate") is not None
+                        and j.get("throttled_frac", 0) > 0 and j, timeout=15)
+        assert seen, sctl.jobs()[job]
+        ls = sctl.json("tgsctl", "ls", "--json")["jobs"]
+        (mine,) = [j for j in ls if j["name"] == job]
+        assert mine["process_list"][0]["comm"] == "tgs-workload"
+        subprocess.run(["podman", "kill", ctr], capture_output=True, timeout=60, check=True)
+        runner.wait(timeout=30)
+        gone = wait_for(lambda: (j := sctl.jobs()[job]).get("processes") == 0
+                        and j.get("mem_used") == 0, timeout=15)
+        assert gone, sctl.jobs()[job]
+        assert "reclaimed" in sctl.log.read_text()
+    finally:
+        stop(runner)
+        _podman_rm(ctr)
+        spec.unlink(missing_ok=True)
+
+
+def test_inject_run_quota_and_cleanup(sctl: Ctl, rootfs: Path) -> None:
+    name = f"run-{secrets.token_hex(3)}"
+    base = [tool("tgs-inject"), "run", "--name", name, "--mem", "1GiB", "--preload-file", "--"]
+    r = subprocess.run([*base, *_container(PODMAN, name, rootfs, "--mem", "2GiB",
+                                           "--seconds", "0.2")],
+                       env=sctl.env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "OUT_OF_MEMORY" in r.stdout + r.stderr, r.stderr
+    r = subprocess.run([*base, *_container(PODMAN, name, rootfs, "--mem", "512MiB",
+                                           "--seconds", "0.5")],
+                       env=sctl.env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    start, *_, summary = _lines(r.stdout)
+    assert start["pid"] == 1 and start["mem"]["total"] == GIB   # /etc/ld.so.preload did it
+    assert summary["type"] == "summary" and summary["iters"] > 0
+    assert name not in sctl.jobs()                                 # unregistered at the end

@@ -105,3 +105,46 @@ def test_completion_script() -> None:
     env = dict(os.environ, _TGSCTL_COMPLETE="bash_source")
     out = subprocess.run([tool("tgsctl")], env=env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "_tgsctl_completion" in out.stdout
+
+
+def test_set_priority_changes_rate_live(tmp_path, sim_env) -> None:  # type: ignore[no-untyped-def]
+    """Static policy: an opportunistic job runs at a fraction of its solo rate; made
+    production with tgsctl set, the running process speeds up within a few periods."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from tools_helpers import start_ctl, stop, tool
+
+    workload = Path(__file__).resolve().parents[2] / "build" / "bin" / "tgs-workload"
+    gen = start_ctl(tmp_path, sim_env, "--policy", "static", "--static-share", "0.2")
+    ctl = next(gen)
+    wl = None
+    try:
+        wl = subprocess.Popen([tool("tgs-run"), "--name", "lift", "--", str(workload),
+                               "--seconds", "30", "--report-ms", "200", "--gap-ms", "0"],
+                              env=ctl.env, stdout=subprocess.PIPE, text=True)
+        assert wl.stdout is not None
+
+        t0 = time.monotonic()
+
+        def rate() -> float:
+            """it/s of the next progress window that is fresh (the pipe holds old ones)."""
+            while True:
+                rec = json.loads(wl.stdout.readline())
+                if rec["type"] == "progress" and rec["t_s"] > time.monotonic() - t0 - 0.5:
+                    return float(rec["it_per_s"])
+
+        assert wait_for(lambda: ctl.jobs().get("lift", {}).get("rate") is not None, timeout=15)
+        for _ in range(3):                      # let the limit settle
+            rate()
+        slow = min(rate(), rate())
+        r = ctl.run("tgsctl", "set", "lift", "--priority", "production")
+        assert r.returncode == 0, r.stderr
+        rate()                                  # the window that straddles the change
+        fast = max(rate(), rate())
+        assert fast > 2 * slow, (slow, fast)
+        assert ctl.jobs()["lift"]["rate"] is None
+    finally:
+        stop(wl)
+        gen.close()

@@ -36,8 +36,11 @@
  * byte; on success, if state != FREE the previous owner died: reclaim it
  * (below) first; then fill identity, set state = ACTIVE (release store).
  * Reclaiming slot i (shim or controller, holding slot i's lock): take the
- * ledger lock, header.mem_used -= slot.mem_used, slot.mem_used = 0, release
- * the ledger lock, zero the slot's status line and lanes, state = FREE.
+ * ledger lock, header.mem_used -= slot.mem_used, slot.mem_used = 0, add the
+ * slot's lane sums to header.retired_*, release the ledger lock, zero the
+ * slot's status line and lanes, state = FREE.  (Readers of job totals read
+ * retired_* before the slots, so a concurrent reclaim can only make a total
+ * look briefly low, never double-counted.)
  *
  * Ledger updates: take the ledger lock; set ledger_dirty = 1; update
  * slot.mem_used then header.mem_used; set ledger_dirty = 0; release.  A
@@ -160,7 +163,12 @@ struct tgs_seg_header {
     uint64_t mem_peak;
     uint32_t ledger_dirty;
     uint32_t pad2;
-    uint64_t pad3[5];
+    /* lane totals of reclaimed slots, folded in under the ledger lock by
+     * whoever reclaims a slot: job totals = retired + live slots' lanes */
+    uint64_t retired_launches;
+    uint64_t retired_work;
+    uint64_t retired_throttled_ns;
+    uint64_t pad3[2];
 };
 
 /* The device segment: one small file per GPU, named "device-<index>.seg" in

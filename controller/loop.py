@@ -31,6 +31,10 @@ class _Track:
     gate: tuple[int, int] | None = None
     defaults: tuple[int, int, int] | None = None
     seen_live: bool = False
+    # exact job totals (segment.h: retired + live lanes), monotonic
+    work_total: int = 0
+    launches_total: int = 0
+    throttled_ns_total: int = 0
 
 
 def _moved(old: int, new: int) -> bool:
@@ -114,7 +118,9 @@ class ControlLoop:
     def _read(self, job: Job) -> list[SlotSample]:
         seg = job.seg
         assert isinstance(seg, JobSeg)
+        retired = seg.retired()              # before the slots: see segment.h
         live, dead = seg.scan(self.steps)
+        self._totals(job, retired, live)
         if dead:
             dev = self.dev_segs.get(job.rec.device_index)
             for r in seg.seg.reclaim_dead(dev if job.rec.priority == PRODUCTION else None):
@@ -122,6 +128,15 @@ class ControlLoop:
                 log.info("job %s: process %d died (slot %d): %d bytes reclaimed",
                          job.rec.name, r.pid, r.slot, r.mem_used)
         return live
+
+    def _totals(self, job: Job, retired: tuple[int, int, int], live: list[SlotSample]) -> None:
+        """Exact job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed
+        between the two reads makes the sum look briefly low: keep the high-water mark."""
+        tr = self.tracks.setdefault(job.rec.name, _Track())
+        tr.launches_total = max(tr.launches_total, retired[0] + sum(s.launches for s in live))
+        tr.work_total = max(tr.work_total, retired[1] + sum(s.work for s in live))
+        tr.throttled_ns_total = max(tr.throttled_ns_total,
+                                    retired[2] + sum(s.throttled_ns for s in live))
 
     def _signals(self, job: Job, live: list[SlotSample], dt: float) -> JobSignals:
         tr = self.tracks.setdefault(job.rec.name, _Track())
@@ -200,6 +215,11 @@ class ControlLoop:
             "gate_max_wait_us": dec.gate_max_wait_us if dec else None,
             "control": dec.reason if dec else None,
         }
+        tr = self.tracks.get(job.rec.name)
+        if tr is not None:
+            st["work_total"] = tr.work_total
+            st["launches_total"] = tr.launches_total
+            st["throttled_s_total"] = tr.throttled_ns_total / 1e9
         job.stats = st
         return {"name": job.rec.name, "priority": job.rec.priority,
                 "device": job.rec.device_index, "state": job.rec.state, **st}

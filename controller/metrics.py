@@ -1,7 +1,7 @@
 """Prometheus metrics and per-GPU figures, fed from the controller's per-period snapshot.
 
 MetricsTap wraps the control loop (the server's Engine): after each period it
-folds the jobs' figures into counters (throttled seconds, work units, launches)
+copies the jobs' exact counter totals (throttled seconds, work units, launches)
 and keeps one immutable snapshot; the collector turns the latest snapshot into
 metric families when Prometheus scrapes (on the HTTP server's thread: it only
 reads a reference, never the registry or the segments).  It also adds "gpus"
@@ -78,17 +78,16 @@ class MetricsTap:
         return out
 
     def _record(self, now: float) -> None:
-        dt = 0.0 if self._last is None else max(0.0, now - self._last)
         self._last = now
         jobs = []
         for name, job in self.registry.jobs.items():
             info = job.info()
             tot = self.totals.setdefault(name, JobTotals())
             st = job.stats
-            n = st.get("processes", 0) or 0
-            tot.throttled_s += (st.get("throttled_frac") or 0.0) * n * dt
-            tot.work_units += (st.get("work_rate") or 0.0) * dt
-            tot.launches += (st.get("launch_rate") or 0.0) * dt
+            # exact counter totals from the loop (monotonic while the job exists)
+            tot.throttled_s = float(st.get("throttled_s_total", tot.throttled_s))
+            tot.work_units = float(st.get("work_total", tot.work_units))
+            tot.launches = float(st.get("launches_total", tot.launches))
             jobs.append(info)
         for gone in set(self.totals) - set(self.registry.jobs):
             del self.totals[gone]

@@ -54,6 +54,9 @@ _LANE0 = _NAMES.index("launches0")          # lanes come last, 3 values each
 (I_STATE, I_PID, I_GEN, I_RATE, I_BURST, I_CAP, I_MEM, I_INFLIGHT, I_DEVACT) = (
     _NAMES.index(n) for n in ("state", "pid", "generation", "rate", "burst", "inflight_cap",
                               "mem_used", "inflight_work", "dev_active"))
+_RETIRED_OFF = _F.offsetof("struct tgs_seg_header", "retired_launches")
+assert _F.offsetof("struct tgs_seg_header", "retired_throttled_ns") == _RETIRED_OFF + 16
+_RETIRED = struct.Struct("<3Q")
 PRIORITY = {"production": iseg.PRIORITY_PRODUCTION, "opportunistic": iseg.PRIORITY_OPPORTUNISTIC}
 GATE_DEFAULT = {"production": iseg.GATE_PUBLISH, "opportunistic": iseg.GATE_WAIT}
 DEFAULT_WAIT_US = 50_000
@@ -91,6 +94,10 @@ class JobSeg:
 
     def close(self) -> None:
         self.seg.close()
+
+    def retired(self) -> tuple[int, int, int]:
+        """Lane totals of reclaimed slots (launches, work, throttled ns); read before scan()."""
+        return _RETIRED.unpack_from(self.mm, _RETIRED_OFF)
 
     def _locked(self, i: int) -> bool:
         out = fcntl.fcntl(self.seg.fd, F_OFD_GETLK, self._getlk[i])

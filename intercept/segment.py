@@ -319,6 +319,10 @@ class Segment:
             h = self.header
             h.mem_used = int(h.mem_used) - used if int(h.mem_used) >= used else 0
             s.mem_used = 0
+            for lane in s.lanes:
+                h.retired_launches += lane.launches
+                h.retired_work += lane.work
+                h.retired_throttled_ns += lane.throttled_ns
         finally:
             self._ledger_exit()
         was_active = bool(s.dev_active)

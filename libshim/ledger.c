@@ -38,6 +38,11 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s)
     ledger_enter(h);
     h->mem_used = h->mem_used >= s->mem_used ? h->mem_used - s->mem_used : 0;
     s->mem_used = 0;
+    for (int i = 0; i < TGS_SEG_LANES; i++) {
+        h->retired_launches += TGS_RELAXED_LOAD(&s->lanes[i].launches);
+        h->retired_work += TGS_RELAXED_LOAD(&s->lanes[i].work);
+        h->retired_throttled_ns += TGS_RELAXED_LOAD(&s->lanes[i].throttled_ns);
+    }
     ledger_exit(h);
     if (s->dev_active && tgs_g.dev) {
         uint64_t v = __atomic_load_n(&tgs_g.dev->prod_active, __ATOMIC_RELAXED);

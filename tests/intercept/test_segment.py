@@ -142,6 +142,9 @@ def test_live_and_reclaim_python_holder(tmp_path: Path) -> None:
         assert dev.prod_active == 1
         assert seg.ledger()[0] == 24
         assert seg.slot(1).state == segment.SLOT_FREE and seg.counters(1).launches == 0
+        # the dead process's counters live on in the job's retired totals (same as slot 3's)
+        h = seg.header
+        assert (h.retired_launches, h.retired_work) == (7, 77)
         # a dirty ledger (holder died mid-update) is recomputed from the slots
         seg.header.ledger_dirty = 1
         seg.header.mem_used = 999999

@@ -81,3 +81,26 @@ def test_sim_offsets_match_header(tmp_path: Path) -> None:
                                           check=True).stdout.split()]
     assert got == [gpustats.SIM_DEV_BASE, gpustats.SIM_DEV_SIZE, 64, 72, 88]
     assert gpustats.SIM_DEV.size == 96
+
+
+def test_work_total_is_exact(ctl: Ctl) -> None:
+    """The work counter is summed from the shims' lane counters, not estimated from rates."""
+    import json
+    import os
+
+    reply = json.loads(ctl.run("tgsctl", "add", "exact", "--priority", "production",
+                               "--json").stdout)
+    env = dict(ctl.env)
+    env.update(reply["env"])
+    if "LD_PRELOAD" in os.environ:
+        env["LD_PRELOAD"] = reply["env"]["LD_PRELOAD"]
+    r = subprocess.run([str(ROOT / "build/bin/tgs-workload"), "--iters", "30", "--warmup", "0",
+                        "--kernels", "3", "--kernel-us", "200", "--gap-ms", "1"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    expected = summary["work_units"]
+    assert expected > 0
+    assert wait_for(lambda: one(scrape(ctl), "tgs_job_work_units_total", job="exact")
+                    == expected, 10), (expected, scrape(ctl).get("tgs_job_work_units_total"))
+    assert one(scrape(ctl), "tgs_job_launches_total", job="exact") == summary["kernels"]

@@ -1,7 +1,8 @@
 """The per-GPU device segment ("device-<index>.seg", struct tgs_dev_segment in segment.h).
 
-Production shims add/subtract ``prod_active`` atomically on idle<->busy transitions; the controller
-creates the file and recomputes the count from the live slots' ``dev_active`` flags.
+Production shims add/subtract ``prod_active`` atomically on idle<->busy transitions (and keep the
+gap history the FIT gate predicts from); the controller creates the file and recomputes the count
+from the live slots' ``dev_active`` flags.
 """
 
 from __future__ import annotations
@@ -83,6 +84,27 @@ class DeviceSegment:
     @property
     def prod_active(self) -> int:
         return int(self.view.prod_active)
+
+    @property
+    def idle_since_ns(self) -> int:
+        """CLOCK_MONOTONIC ns when production last went idle device-wide (0 = never)."""
+        return int(self.view.idle_since_ns)
+
+    @property
+    def busy_seq(self) -> int:
+        """Production's idle -> busy transitions so far (one per gap that ended)."""
+        return int(self.view.busy_seq)
+
+    @property
+    def gap_pred_ns(self) -> int:
+        """The conservative next-gap prediction the FIT gate uses (0 = no history)."""
+        return int(self.view.gap_pred_ns)
+
+    @property
+    def gaps_ns(self) -> list[int]:
+        """The gap ring, most recent last (only entries written so far)."""
+        n, ring = int(self.view.gap_idx), const("TGS_GAP_RING")
+        return [int(self.view.gap_ns[i % ring]) for i in range(max(0, n - ring), n)]
 
     def set_prod_active(self, value: int) -> None:
         self.view.prod_active = value

@@ -32,6 +32,7 @@ PRIORITY_PRODUCTION = const("TGS_PRIORITY_PRODUCTION")
 PRIORITY_OPPORTUNISTIC = const("TGS_PRIORITY_OPPORTUNISTIC")
 GATE_PUBLISH = const("TGS_GATE_PUBLISH")
 GATE_WAIT = const("TGS_GATE_WAIT")
+GATE_FIT = const("TGS_GATE_FIT")
 
 HEADER_SIZE = ffi().sizeof("struct tgs_seg_header")
 SLOT_SIZE = ffi().sizeof("struct tgs_slot")
@@ -243,7 +244,7 @@ class Segment:
         s.control_seq += 1
 
     def set_gate(self, flags: int, max_wait_us: int) -> None:
-        if flags & ~(GATE_PUBLISH | GATE_WAIT):
+        if flags & ~(GATE_PUBLISH | GATE_WAIT | GATE_FIT):
             raise ValueError(f"unknown gate flags {flags:#x}")
         self.header.gate_max_wait_us = max_wait_us
         self.header.gate_flags = flags

@@ -14,16 +14,17 @@ static inline uint64_t threads(unsigned gx, unsigned gy, unsigned gz, unsigned b
     return w;
 }
 
-void tgs_launch_slow_before(uint64_t work, uint64_t kernels)
+int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream)
 {
     struct tgs_slot *s = tgs_slot();
     if (!s)
-        return;
+        return 0;
     struct tgs_lane *lane = tgs_tls.lane;
     if (!lane || tgs_tls.epoch != tgs_g.epoch)
         lane = tgs_lane_slow(s);
     uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags);
-    if (gate & TGS_GATE_WAIT)
+    int fit = (gate & (TGS_GATE_WAIT | TGS_GATE_FIT)) == (TGS_GATE_WAIT | TGS_GATE_FIT);
+    if ((gate & TGS_GATE_WAIT) && !fit)
         tgs_gate_wait(tgs_g.hdr);
     uint64_t rate = TGS_RELAXED_LOAD(&s->rate);
     if (rate != TGS_RATE_UNLIMITED)
@@ -31,6 +32,8 @@ void tgs_launch_slow_before(uint64_t work, uint64_t kernels)
     uint64_t cap = TGS_RELAXED_LOAD(&s->inflight_cap);
     if (cap)
         tgs_inflight_before(s, cap, work);
+    /* last, so that the fit is judged at the moment the kernel goes */
+    int sampled = fit ? tgs_fit_gate(tgs_g.hdr, work, stream) : 0;
     if (gate & TGS_GATE_PUBLISH)
         tgs_gate_publish_busy(s);
     if (!tgs_tls.shared) {
@@ -40,11 +43,14 @@ void tgs_launch_slow_before(uint64_t work, uint64_t kernels)
         __atomic_fetch_add(&lane->launches, kernels, __ATOMIC_RELAXED);
         __atomic_fetch_add(&lane->work, work, __ATOMIC_RELAXED);
     }
+    return sampled;
 }
 
-void tgs_after_launch(CUresult r, uint64_t work, CUstream stream)
+void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
 {
     struct tgs_slot *s = tgs_g.slot;
+    if (sampled)
+        tgs_fit_after(sampled, r, stream);
     if (r != CUDA_SUCCESS || !s)
         return;
     __atomic_add_fetch(&tgs_g.launch_seq, 1, __ATOMIC_RELAXED);
@@ -67,9 +73,9 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream)
         if (TGS_UNLIKELY(!fn_)) \
             return tgs_g.real.handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED; \
         uint64_t w_ = (work), k_ = (kernels); \
-        tgs_launch_slow_before(w_, k_); \
+        int smp_ = tgs_launch_slow_before(w_, k_, (stream)); \
         CUresult r_ = fn_ args; \
-        tgs_after_launch(r_, w_, (stream)); \
+        tgs_after_launch(r_, w_, (stream), smp_); \
         return r_; \
     } \
     TGS_EXPORT CUresult name params \

@@ -77,6 +77,24 @@ struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, c
 
 
 #define TGS_INFLIGHT_EVENTS 64
+
+/* Gap-fit (fit.c): this process's GPU time per work unit, learned from one
+ * timed event pair around a sampled launch, and a model of when the work it
+ * has queued will have drained.  All under mu (slow path only). */
+struct tgs_fit {
+    pthread_mutex_t mu;
+    int used;                   /* FIT has gated a launch of this process */
+    int off;                    /* events unusable: no estimate, FIT acts as WAIT */
+    CUevent ev_start, ev_end;   /* created once, CU_EVENT_DEFAULT */
+    int pending;                /* 0 none, 1 start recorded, 2 start and end recorded */
+    int clean;                  /* the pending sample went while production was idle */
+    uint64_t pending_work;
+    uint64_t pending_seq;       /* the device's busy_seq when the sample went */
+    uint64_t launches;          /* gated launches (sampling cadence) */
+    double est;                 /* ns of GPU time per work unit; 0 = unknown */
+    int provisional;            /* est is from a sample production may have slowed */
+    uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
+};
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 
 struct tgs_global {
@@ -124,6 +142,7 @@ struct tgs_global {
     uint64_t launch_seq;
     CUevent last_event;
     uint64_t last_event_seq;
+    struct tgs_fit fit;
 };
 
 struct tgs_thread {
@@ -210,9 +229,17 @@ void tgs_inflight_retire_all(void);
 void tgs_inflight_poll(void);
 
 /* sync_hooks.c */
+struct tgs_dev_segment *tgs_gate_dev(void); /* the device segment, or NULL (warns once) */
 void tgs_gate_wait(struct tgs_seg_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s);
 void tgs_gate_idle(void);
+
+/* fit.c: the FIT gate; returns 1 when this launch is to be timed (then pass
+ * it to tgs_fit_after with the launch's result) */
+int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream);
+void tgs_fit_after(int sampled, CUresult r, CUstream stream);
+void tgs_fit_synced(int all);   /* after a successful synchronize (all: of everything) */
+void tgs_fit_reset(void);       /* in a forked child */
 
 /* attach.c: a thread's lane */
 struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
@@ -246,9 +273,10 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
 
 /* Everything else a launch may do first: take a lane, wait for tokens, the
  * in-flight cap or the gate, then count (launch_hooks.c). */
-void tgs_launch_slow_before(uint64_t work, uint64_t kernels);
+int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream);
 
-/* Only after a launch that took the slow path: in-flight events, gating. */
-void tgs_after_launch(CUresult r, uint64_t work, CUstream stream);
+/* Only after a launch that took the slow path: in-flight events, gating;
+ * sampled = what tgs_launch_slow_before returned. */
+void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled);
 
 #endif /* TGS_SHIM_H */

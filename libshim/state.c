@@ -13,6 +13,7 @@ struct tgs_global tgs_g = {
     .inflight_mu = PTHREAD_MUTEX_INITIALIZER,
     .ptrs = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .graphs = { .mu = PTHREAD_MUTEX_INITIALIZER },
+    .fit = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .fd = -1,
     .slot_idx = -1,
 };

@@ -4,22 +4,54 @@
  *
  * PUBLISH: a production process counts itself in dev->prod_active from its
  * first launch after being idle until a synchronize (or a successful query of
- * its last launched work) returns.  WAIT: an opportunistic launch sleeps in
- * ~75 us steps while prod_active > 0, at most gate_max_wait_us, then goes.
- * Without a valid device segment gating is off (one stderr line).
+ * its last launched work) returns.  At the device-wide transitions only (the
+ * add that finds 0, the CAS that leaves 0) it also keeps the gap history that
+ * FIT (fit.c) predicts from: idle_since_ns, busy_seq, gap_ns[], gap_pred_ns.
+ * WAIT: an opportunistic launch sleeps in ~75 us steps while prod_active > 0,
+ * at most gate_max_wait_us, then goes.  Without a valid device segment
+ * gating is off (one stderr line).
  */
 #include "shim.h"
 
 #define GATE_STEP_NS 75000ull
+#define GAP_ABSURD_NS 10000000000ull /* a longer "gap" is a pause, not a pattern */
+#define GAP_MARGIN_NS 100000ull      /* + 5 %: host wake-up jitter on both sides */
 
-static int have_dev(void)
+struct tgs_dev_segment *tgs_gate_dev(void)
 {
     if (tgs_g.dev)
-        return 1;
+        return tgs_g.dev;
     if (!__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
         tgs_log(TGS_LOG_WARN, "gating requested but the device segment (device-<idx>.seg next to "
                               "the job segment) is missing or invalid: gating is off");
-    return 0;
+    return NULL;
+}
+
+static int have_dev(void)
+{
+    return tgs_gate_dev() != NULL;
+}
+
+/* Production went busy device-wide: the gap that just ended joins the ring and
+ * the prediction becomes its minimum less the margin (conservative: a gap
+ * shorter than any recent one is what hurts production). */
+static void gap_note(struct tgs_dev_segment *d)
+{
+    uint64_t now = tgs_now_ns();
+    uint64_t idle = __atomic_load_n(&d->idle_since_ns, __ATOMIC_ACQUIRE);
+    __atomic_add_fetch(&d->busy_seq, 1, __ATOMIC_RELEASE);
+    if (!idle || now <= idle || now - idle > GAP_ABSURD_NS)
+        return;
+    uint64_t i = __atomic_fetch_add(&d->gap_idx, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->gap_ns[i % TGS_GAP_RING], now - idle, __ATOMIC_RELAXED);
+    uint64_t lo = UINT64_MAX;
+    for (int k = 0; k < TGS_GAP_RING; k++) {
+        uint64_t g = __atomic_load_n(&d->gap_ns[k], __ATOMIC_RELAXED);
+        if (g && g < lo)
+            lo = g;
+    }
+    uint64_t margin = lo / 20 + GAP_MARGIN_NS;
+    __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
 }
 
 void tgs_gate_wait(struct tgs_seg_header *h)
@@ -44,7 +76,8 @@ void tgs_gate_publish_busy(struct tgs_slot *s)
     int expect = 0;
     if (__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED)) {
-        __atomic_fetch_add(&tgs_g.dev->prod_active, 1, __ATOMIC_ACQ_REL);
+        if (__atomic_fetch_add(&tgs_g.dev->prod_active, 1, __ATOMIC_ACQ_REL) == 0)
+            gap_note(tgs_g.dev);
         TGS_RELAXED_STORE(&s->dev_active, 1);
     }
 }
@@ -60,9 +93,16 @@ void tgs_gate_idle(void)
     if (!tgs_g.dev)
         return;
     /* never below zero: the controller may have recomputed the count meanwhile */
-    uint64_t v = __atomic_load_n(&tgs_g.dev->prod_active, __ATOMIC_RELAXED);
-    while (v > 0 && !__atomic_compare_exchange_n(&tgs_g.dev->prod_active, &v, v - 1, 0,
-                                                  __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    struct tgs_dev_segment *d = tgs_g.dev;
+    uint64_t now = tgs_now_ns();
+    uint64_t v = __atomic_load_n(&d->prod_active, __ATOMIC_RELAXED);
+    while (v > 0) {
+        /* before the change: whoever sees 0 also sees this gap's start */
+        if (v == 1)
+            __atomic_store_n(&d->idle_since_ns, now, __ATOMIC_RELEASE);
+        if (__atomic_compare_exchange_n(&d->prod_active, &v, v - 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            break;
     }
 }
 
@@ -70,6 +110,7 @@ void tgs_gate_idle(void)
 static void all_done(void)
 {
     tgs_gate_idle();
+    tgs_fit_synced(1);
     if (tgs_g.slot) {
         tgs_inflight_retire_all();
         TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, tgs_now_ns());
@@ -82,8 +123,10 @@ static void stream_done(CUstream s)
 {
     if (s == __atomic_load_n(&tgs_g.last_stream, __ATOMIC_RELAXED))
         all_done();
-    else if (tgs_g.slot)
+    else if (tgs_g.slot) {
         tgs_inflight_poll();
+        tgs_fit_synced(0);
+    }
 }
 
 #define SYNC_PROLOGUE(name) \
@@ -153,8 +196,10 @@ static void event_done(CUevent e)
         __atomic_load_n(&tgs_g.last_event_seq, __ATOMIC_RELAXED) ==
             __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_RELAXED))
         all_done();
-    else if (tgs_g.slot)
+    else if (tgs_g.slot) {
         tgs_inflight_poll();
+        tgs_fit_synced(0);
+    }
 }
 
 TGS_EXPORT CUresult cuEventSynchronize(CUevent hEvent)

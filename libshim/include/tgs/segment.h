@@ -83,11 +83,19 @@
  * PUBLISH: this (production) job's processes count themselves in
  *   prod_active from their first launch after a synchronize until the next
  *   synchronize returns (the GPU has work of theirs queued or running).
+ *   At the device-wide transitions it also keeps the gap history below.
  * WAIT: this (opportunistic) job's launches wait (sleeping, at most
  *   gate_max_wait_us) while prod_active > 0, so its work lands in the idle
- *   gaps that production leaves. */
+ *   gaps that production leaves.
+ * FIT (with WAIT): a launch goes only when production is idle AND the
+ *   process's own queued work plus this kernel (its measured GPU time per
+ *   work unit) ends before idle_since_ns + gap_pred_ns.  Without gap history
+ *   it is plain WAIT; a launch that does not fit waits for a later gap, at
+ *   most gate_max_wait_us in all (docs/segment.md, "Gating"). */
 #define TGS_GATE_PUBLISH 1
 #define TGS_GATE_WAIT 2
+#define TGS_GATE_FIT 4
+#define TGS_GAP_RING 4
 
 #define TGS_DEV_MAGIC 0x3156454453474754
 #define TGS_DEV_VERSION 1
@@ -181,12 +189,26 @@ struct tgs_dev_segment {
     uint32_t size;          /* sizeof(struct tgs_dev_segment) */
     int32_t device_index;
     uint32_t pad0;
-    uint64_t pad1[5];
+    /* gap history, written by the production shim whose launch takes
+     * prod_active 0 -> 1: the last TGS_GAP_RING idle gaps (ns, 0 = empty),
+     * gap_idx = entries written so far (next one: gap_idx % TGS_GAP_RING) */
+    uint64_t gap_ns[4];
+    uint64_t gap_idx;
     /* changed with atomic add/sub by production shims on idle<->busy
      * transitions only; read with relaxed loads by opportunistic shims;
      * re-computed by the controller from live slots' dev_active */
     uint64_t prod_active;
-    uint64_t pad2[7];
+    /* production's device-wide transitions (never on the per-launch path):
+     * idle_since_ns: CLOCK_MONOTONIC when prod_active last went 1 -> 0
+     *   (stored just before that change; 0 = never);
+     * busy_seq: number of 0 -> 1 transitions (a new busy phase, so the gap
+     *   after it is a new gap);
+     * gap_pred_ns: conservative length of the next gap = min(gap_ns) less
+     *   5 % and 100 us, at least 1; 0 = no history yet */
+    uint64_t idle_since_ns;
+    uint64_t busy_seq;
+    uint64_t gap_pred_ns;
+    uint64_t pad2[4];
 };
 /* CDEF-END */
 
@@ -196,6 +218,8 @@ _Static_assert(sizeof(struct tgs_slot) % 64 == 0, "slot is whole cache lines");
 _Static_assert(sizeof(struct tgs_seg_header) == 320, "header layout");
 _Static_assert(sizeof(struct tgs_slot) == 1216, "slot layout");
 _Static_assert(sizeof(struct tgs_dev_segment) == 128, "device segment layout");
+_Static_assert(__builtin_offsetof(struct tgs_dev_segment, prod_active) == 64,
+               "what opportunistic shims poll starts the second cache line");
 #endif
 
 #endif /* TGS_SEGMENT_H */

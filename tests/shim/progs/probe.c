@@ -11,6 +11,8 @@
  *   launch:N:G:B               N cuLaunchKernel (grid G, block B), then a sync:
  *                              "launch <N> <work> <ns>"
  *   kick:N:G:B                 N launches, no sync: "kick <rc>"
+ *   timed:N:G:B                N launches, no sync: "timed <N> <ns the calls took> <rc>"
+ *   cycle:N:K:G:B:US           N x (K launches, sync, sleep US microseconds): "cycle <rc>"
  *   launchfor:S:G:B            launch for S seconds (sync every 16): "launchfor <work> <ns>"
  *   ex:N:G:B  coop:N:G:B  graph:K:N:G:B (K kernel nodes, N launches)
  *   proc:NAME:VER:FLAGS        call cuMemGetInfo-like NAME found by cuGetProcAddress_v2
@@ -172,6 +174,19 @@ static int cmd(const char *c)
     } else if (!strncmp(c, "kick:", 5)) {
         r = launch_n(arg(c, 1), (unsigned)arg(c, 2), (unsigned)arg(c, 3));
         printf("kick %d\n", r);
+    } else if (!strncmp(c, "timed:", 6)) {
+        unsigned long long n = arg(c, 1), t0 = now_ns();
+        r = launch_n(n, (unsigned)arg(c, 2), (unsigned)arg(c, 3));
+        printf("timed %llu %llu %d\n", n, now_ns() - t0, r);
+    } else if (!strncmp(c, "cycle:", 6)) {
+        unsigned long long us = arg(c, 5);
+        struct timespec ts = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000L };
+        for (unsigned long long i = 0; i < arg(c, 1) && !r; i++) {
+            r = launch_n(arg(c, 2), (unsigned)arg(c, 3), (unsigned)arg(c, 4));
+            if (!r) r = cuCtxSynchronize();
+            nanosleep(&ts, NULL);
+        }
+        printf("cycle %d\n", r);
     } else if (!strncmp(c, "launchfor:", 10)) {
         unsigned long long s = arg(c, 1), g = arg(c, 2), b = arg(c, 3), t0 = now_ns(), w = 0;
         while (!r && now_ns() - t0 < s * 1000000000ull) {

@@ -1,0 +1,202 @@
+/*
+ * libshim/fit.c: the FIT gate (TGS_GATE_WAIT | TGS_GATE_FIT, opportunistic
+ * jobs).  An opportunistic kernel still running when production launches
+ * delays production (a time-sliced GPU does not preempt it at once), so a
+ * launch goes only when it and what this process still has queued will be
+ * done before production is predicted to return:
+ *
+ *     prod_active == 0  and  max(q_until, now) + est x work
+ *                             <= idle_since_ns + gap_pred_ns
+ *
+ * est (ns of GPU time per work unit) comes from this process's own kernels:
+ * every 8th gated launch (every one while there is no estimate) is bracketed
+ * by a timed event pair on its stream; the end event is queried at later
+ * launches and synchronizes, never waited for.  A sample is "clean" when
+ * production stayed idle from its launch to the moment it was read (busy_seq
+ * unchanged); only clean samples move the estimate (up at once, down by 1/8:
+ * it must err long), except that the first sample of all is taken
+ * provisionally.  q_until models our own queue: each launch adds est x work
+ * after max(q_until, now); a full synchronize empties it.
+ *
+ * Waiting (sleeps of GATE_STEP_NS, never spins), bounded by gate_max_wait_us:
+ *   - first half: go as soon as the launch fits (or production has no gap
+ *     history: plain WAIT; or the gap has lasted twice the longest one in the
+ *     ring, and nothing of ours is queued: one kernel at a time);
+ *   - second half: a launch that never fits goes at the start of a gap (a
+ *     fresh one, or one that outlasted the history), where it delays
+ *     production least;
+ *   - at gate_max_wait_us it goes anyway (starvation bound).
+ * Everything here is on the throttled slow path; a lost event or a missing
+ * device segment degrades to plain WAIT / no gating, never to an error.
+ */
+#include "shim.h"
+
+#define GATE_STEP_NS 60000ull
+#define FRESH_NS (2 * GATE_STEP_NS)  /* a gap younger than this is "at its start" */
+#define SAMPLE_EVERY 8
+#define EST_DOWN 0.125               /* weight of a lower clean sample */
+
+/* What the last sample measured, if it is complete; caller holds mu. */
+static void poll_locked(struct tgs_dev_segment *d)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (f->pending != 2)
+        return;
+    CUresult q = tgs_g.real.cuEventQuery(f->ev_end);
+    if (q == CUDA_ERROR_NOT_READY)
+        return;
+    f->pending = 0;
+    float ms = 0.0f;
+    tgs_pfn_cuEventElapsedTime el = tgs_g.real.cuEventElapsedTime_v2
+                                        ? tgs_g.real.cuEventElapsedTime_v2
+                                        : tgs_g.real.cuEventElapsedTime;
+    if (q != CUDA_SUCCESS || !el || el(&ms, f->ev_start, f->ev_end) != CUDA_SUCCESS ||
+        !(ms > 0.0f) || !f->pending_work)
+        return;
+    double s = (double)ms * 1e6 / (double)f->pending_work;
+    int clean = f->clean && d &&
+                __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE) == f->pending_seq;
+    if (f->est == 0.0 || (f->provisional && clean)) {
+        f->est = s;
+        f->provisional = !clean;
+    } else if (clean) {
+        f->est = s > f->est ? s : f->est + EST_DOWN * (s - f->est);
+    }
+}
+
+static int events_ready(void)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (f->off)
+        return 0;
+    if (f->ev_start && f->ev_end)
+        return 1;
+    if (!tgs_g.real.cuEventCreate || !tgs_g.real.cuEventRecord || !tgs_g.real.cuEventQuery ||
+        (!tgs_g.real.cuEventElapsedTime_v2 && !tgs_g.real.cuEventElapsedTime) ||
+        (!f->ev_start && tgs_g.real.cuEventCreate(&f->ev_start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) ||
+        (!f->ev_end && tgs_g.real.cuEventCreate(&f->ev_end, CU_EVENT_DEFAULT) != CUDA_SUCCESS)) {
+        f->off = 1;
+        tgs_log(TGS_LOG_WARN, "cannot create timing events: FIT gating acts as WAIT");
+        return 0;
+    }
+    return 1;
+}
+
+/* Ring-wide longest gap: a gap lasting twice that has outlasted the history. */
+static uint64_t gap_max(struct tgs_dev_segment *d)
+{
+    uint64_t hi = 0;
+    for (int k = 0; k < TGS_GAP_RING; k++) {
+        uint64_t g = __atomic_load_n(&d->gap_ns[k], __ATOMIC_RELAXED);
+        hi = g > hi ? g : hi;
+    }
+    return hi;
+}
+
+enum verdict { WAIT_MORE = 0, GO };
+
+/* May the launch go now?  second: in the second half of the wait.  Caller
+ * holds mu (est, q_until, the pending sample). */
+static enum verdict judge(struct tgs_dev_segment *d, uint64_t now, uint64_t work, int second)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE))
+        return WAIT_MORE;
+    uint64_t pred = __atomic_load_n(&d->gap_pred_ns, __ATOMIC_ACQUIRE);
+    uint64_t idle = __atomic_load_n(&d->idle_since_ns, __ATOMIC_ACQUIRE);
+    if (!pred || !idle)
+        return GO;                                   /* no history: plain WAIT */
+    uint64_t age = now > idle ? now - idle : 0;
+    int outlasted = age > 2 * gap_max(d);
+    if (second)
+        return age <= FRESH_NS || outlasted ? GO : WAIT_MORE;
+    if (f->est == 0.0)                               /* first sample still running */
+        return f->pending ? WAIT_MORE : GO;
+    uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
+    if (outlasted)
+        return base == now ? GO : WAIT_MORE;
+    double end = (double)base + f->est * (double)work;
+    return end <= (double)(idle + pred) ? GO : WAIT_MORE;
+}
+
+/* Charge the launch to our queue and maybe start a sample; caller holds mu. */
+static int commit(struct tgs_dev_segment *d, uint64_t now, uint64_t work, CUstream stream)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
+    f->q_until_ns = base + (uint64_t)(f->est * (double)work);
+    f->launches++;
+    if (f->pending || !work ||
+        (f->est != 0.0 && !f->provisional && f->launches % SAMPLE_EVERY) || !events_ready())
+        return 0;
+    if (tgs_g.real.cuEventRecord(f->ev_start, stream) != CUDA_SUCCESS)
+        return 0;
+    f->pending = 1;
+    f->pending_work = work;
+    f->pending_seq = __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE);
+    f->clean = !__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE);
+    return 1;
+}
+
+int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream)
+{
+    struct tgs_dev_segment *d = tgs_gate_dev();
+    if (!d)
+        return 0;
+    struct tgs_fit *f = &tgs_g.fit;
+    __atomic_store_n(&f->used, 1, __ATOMIC_RELAXED);
+    uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
+    uint64_t start = tgs_now_ns(), now = start;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        poll_locked(d);
+        uint64_t waited = now - start;
+        if (waited >= max_ns || judge(d, now, work, waited >= max_ns / 2) == GO)
+            break;
+        pthread_mutex_unlock(&f->mu);
+        uint64_t left = max_ns - waited;
+        tgs_sleep_ns(left < GATE_STEP_NS ? left : GATE_STEP_NS);
+        now = tgs_now_ns();
+        pthread_mutex_lock(&f->mu);
+    }
+    int sampled = commit(d, now, work, stream);
+    pthread_mutex_unlock(&f->mu);
+    if (now != start && tgs_g.slot)
+        TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, now);
+    return sampled;
+}
+
+void tgs_fit_after(int sampled, CUresult r, CUstream stream)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (!sampled)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (f->pending == 1)
+        f->pending = r == CUDA_SUCCESS &&
+                     tgs_g.real.cuEventRecord(f->ev_end, stream) == CUDA_SUCCESS ? 2 : 0;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void tgs_fit_synced(int all)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (!__atomic_load_n(&f->used, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&f->mu);
+    poll_locked(tgs_g.dev);
+    if (all)
+        f->q_until_ns = 0;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void tgs_fit_reset(void)
+{
+    /* the parent's events belong to its context: a child starts from scratch */
+    struct tgs_fit *f = &tgs_g.fit;
+    pthread_mutex_init(&f->mu, NULL);
+    f->used = f->off = f->pending = f->provisional = 0;
+    f->ev_start = f->ev_end = NULL;
+    f->launches = f->q_until_ns = 0;
+    f->est = 0.0;
+}

@@ -1,0 +1,156 @@
+"""Gap-fit gating: production's gap history and the FIT gate of opportunistic launches.
+
+The opportunistic probe runs on the simulator (1 ns per work unit: grid 2000 x block 1000 is a 2 ms
+kernel); production is played by writing the device segment from here, so the timeline is ours.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from shim_helpers import run_probe
+from tgs.intercept import device, segment
+
+pytestmark = pytest.mark.timeout(60)
+GATE_FIT = segment.GATE_WAIT | segment.GATE_FIT
+
+
+def set_history(dev: device.DeviceSegment, gap_ns: int, pred_ns: int) -> None:
+    """As if production had left four gaps of gap_ns."""
+    v = dev.view
+    for i in range(4):
+        v.gap_ns[i] = gap_ns
+    v.gap_idx = 4
+    v.gap_pred_ns = pred_ns
+
+
+def go_busy(dev: device.DeviceSegment) -> None:
+    dev.view.busy_seq += 1
+    dev.set_prod_active(1)
+
+
+def go_idle(dev: device.DeviceSegment, ago_ns: int = 0) -> None:
+    dev.view.idle_since_ns = time.monotonic_ns() - ago_ns
+    dev.set_prod_active(0)
+
+
+class Probe:
+    """An opportunistic probe driven line by line."""
+
+    def __init__(self, exe: Path, env: dict[str, str], *cmds: str) -> None:
+        self.p = subprocess.Popen([str(exe), *cmds], env=env, text=True, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+
+    def line(self) -> str:
+        assert self.p.stdout is not None
+        return self.p.stdout.readline().strip()
+
+    def go(self) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def timed_ns(self) -> int:
+        _, _, ns, rc = self.line().split()
+        assert rc == "0"
+        return int(ns)
+
+    def close(self) -> None:
+        if self.p.stdin:
+            self.p.stdin.close()
+        try:
+            self.p.wait(20)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.fixture
+def opp(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[tuple[dict[str, str],
+                                                                    segment.Segment,
+                                                                    device.DeviceSegment]]:
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=GATE_FIT, gate_max_wait_us=10_000_000)
+    dev = device.create_device(tmp_path, 0)
+    try:
+        yield dict(shim_env, TGS_SEGMENT=str(seg.path)), seg, dev
+    finally:
+        seg.close()
+        dev.close()
+
+
+def test_production_publishes_its_gaps(probe_bin: Path, tmp_path: Path,
+                                       shim_env: dict[str, str]) -> None:
+    seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
+    dev = device.create_device(tmp_path, 0)
+    try:
+        assert dev.gap_pred_ns == 0 and dev.busy_seq == 0 and dev.gaps_ns == []
+        # 6 x (two 1 ms kernels, synchronize, 3 ms host gap)
+        run_probe(probe_bin, dict(shim_env, TGS_SEGMENT=str(seg.path)), "init",
+                  "cycle:6:2:1000:1000:3000")
+        gaps = dev.gaps_ns
+        assert dev.busy_seq == 6 and len(gaps) == 4 and dev.view.gap_idx == 5
+        assert all(2.9e6 <= g < 100e6 for g in gaps), gaps   # sleep 3 ms (+ noise)
+        lo = min(gaps)
+        assert dev.gap_pred_ns == lo - (lo // 20 + 100_000)     # min less 5 % and 100 us
+        assert dev.prod_active == 0 and 0 < dev.idle_since_ns <= time.monotonic_ns()
+    finally:
+        seg.close()
+        dev.close()
+
+
+def test_fitting_launch_goes_and_one_that_does_not_waits_for_the_next_gap(
+        probe_bin: Path, opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
+    env, _, dev = opp
+    p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:2000:1000",
+              "ready", "timed:1:1000000:1000")
+    timers: list[threading.Timer] = []
+    try:
+        # no gap history yet: plain WAIT, and the first launch is timed (2 ms kernels)
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        set_history(dev, 1_000_000_000, 950_000_000)  # gaps of 1 s
+        go_idle(dev, ago_ns=500_000_000)              # 450 ms of this gap left
+        p.go()
+        assert p.timed_ns() < 0.25e9                  # a 2 ms kernel fits: at once
+        assert p.line() == "ready"
+        go_idle(dev, ago_ns=500_000_000)
+        p.go()                                        # a 1 s kernel does not fit in 450 ms
+        timers = [threading.Timer(0.3, go_busy, args=(dev,)),
+                  threading.Timer(0.6, lambda: (set_history(dev, 2_500_000_000, 2_400_000_000),
+                                                go_idle(dev)))]
+        for t in timers:
+            t.start()
+        waited = p.timed_ns()
+        assert 0.55e9 <= waited < 4e9, waited         # it went with the next (longer) gap
+    finally:
+        for t in timers:
+            t.cancel()
+        p.close()
+
+
+def test_max_wait_bounds_the_wait(probe_bin: Path,
+                                  opp: tuple[dict[str, str], segment.Segment,
+                                             device.DeviceSegment]) -> None:
+    env, seg, dev = opp
+    seg.set_gate(GATE_FIT, 300_000)
+    set_history(dev, 3_000_000, 2_750_000)
+    go_busy(dev)                                      # production never leaves a gap
+    lines = run_probe(probe_bin, env, "init", "timed:2:2000:1000")
+    waited = int(lines[1].split()[2])
+    assert 2 * 0.3e9 * 0.95 <= waited < 2 * 0.3e9 + 2e9, waited
+
+
+def test_gap_that_outlasts_history_lets_one_kernel_at_a_time_go(
+        probe_bin: Path, opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
+    env, _, dev = opp
+    set_history(dev, 2_000_000, 1_800_000)            # 2 ms gaps, but this one lasts
+    go_idle(dev, ago_ns=1_000_000_000)
+    lines = run_probe(probe_bin, env, "init", "launch:1:2000:1000", "timed:3:1000:1000")
+    waited = int(lines[2].split()[2])
+    # each 1 ms kernel waits for the one before (and the first for its timing): not max wait
+    assert 2e6 <= waited < 2e9, waited

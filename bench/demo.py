@@ -1,81 +1,61 @@
-"""`make demo`: two driver-API jobs alone and then together on one GPU.
+"""`make demo`: TGS on one GPU in about a minute.
 
-On a machine without a GPU this runs on the simulated driver (build/sim/libcuda.so.1) with a
-private state file, so it never disturbs anything else. It prints each job's throughput alone and
-when sharing the device, side by side.
+Starts a tgs-controller on the simulated GPU (or the real one when NVML and the driver are
+there), runs scenario S1 (a production job with ~70 % GPU duty cycle and a saturating
+opportunistic job) under the default policy and under `none` (plain co-execution), plus each
+job alone as the baseline, and prints production's speed against solo, the harvest of idle GPU
+time and the GPU's utilisation side by side.  Writes the throughput plot to results/demo/ and
+stops every process and removes every temporary file it created, also on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from tgs.bench.workload import WorkloadHandle, WorkloadSpec, start_workload
+from tgs.bench.gpu import resolve_gpu
+from tgs.bench.scenarios import Budget
+from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-SIM_DIR = ROOT / "build" / "sim"
-SECONDS = float(os.environ.get("TGS_DEMO_SECONDS", "4"))
+SECONDS = float(os.environ.get("TGS_DEMO_SECONDS", "10"))
 
 
-@dataclass
-class Job:
-    label: str
-    spec: WorkloadSpec
+def table(doc: dict) -> str:
+    s1 = doc["scenarios"]["S1"]
+    rows = [("solo (alone)", 1.0, None, s1["baseline"]["gpu_util"])]
+    names = {"none": "none (plain co-execution)", "adaptive": "adaptive (TGS default)"}
+    for pol, m in s1["policies"].items():
+        rows.append((names.get(pol, pol), m["prod_vs_solo"], m.get("harvest"), m.get("gpu_util")))
 
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
 
-def demo_jobs(seconds: float) -> list[Job]:
-    # A training-like job: 4 x 1 ms kernels then a 2 ms host gap (about 2/3 GPU duty cycle),
-    # and a saturating job that never leaves the GPU idle.
-    return [
-        Job("train (4 x 1 ms kernels + 2 ms gap)",
-            WorkloadSpec(name="train", kernels=4, kernel_us=1000, gap_ms=2, seconds=seconds)),
-        Job("batch (saturating, 2 ms kernels)",
-            WorkloadSpec(name="batch", kernels=8, kernel_us=2000, gap_ms=0, seconds=seconds)),
-    ]
-
-
-def sim_env(state: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TGS_SIM_")}
-    env.pop("LD_PRELOAD", None)
-    env["TGS_SIM_STATE"] = str(state)
-    env["LD_LIBRARY_PATH"] = f"{SIM_DIR}:{env['LD_LIBRARY_PATH']}" if env.get(
-        "LD_LIBRARY_PATH") else str(SIM_DIR)
-    return env
-
-
-def run_together(jobs: list[Job], env: dict[str, str]) -> list[float]:
-    handles: list[WorkloadHandle] = []
-    try:
-        for job in jobs:
-            handles.append(start_workload(job.spec, env))
-        timeout = SECONDS * 4 + 30
-        return [h.wait(timeout).it_per_s for h in handles]
-    finally:
-        for h in handles:
-            h.kill()
+    out = [f"{'policy':<28} {'production vs solo':>18} {'harvest':>8} {'GPU util':>9}"]
+    out += [f"{n:<28} {f(p):>18} {f(h):>8} {f(u):>9}" for n, p, h, u in rows]
+    return "\n".join(out)
 
 
 def main() -> int:
-    jobs = demo_jobs(SECONDS)
-    with tempfile.TemporaryDirectory(prefix="tgs-demo-") as tmp:
-        env = sim_env(Path(tmp) / "sim-state")
-        print(f"TGS demo on the simulated GPU ({SECONDS:g} s per run)\n")
-        solo: list[float] = []
-        for job in jobs:
-            print(f"  running {job.spec.name} alone ...", flush=True)
-            solo.append(run_together([job], env)[0])
-        print("  running both together ...\n", flush=True)
-        shared = run_together(jobs, env)
-    width = max(len(j.label) for j in jobs)
-    print(f"{'job':<{width}}  {'alone it/s':>10}  {'shared it/s':>11}  {'shared/alone':>12}")
-    for job, a, s in zip(jobs, solo, shared):
-        ratio = s / a if a > 0 else 0.0
-        print(f"{job.label:<{width}}  {a:>10.1f}  {s:>11.1f}  {ratio:>12.2f}")
-    print("\nWithout control, plain co-execution slows the training job down: the GPU time-slices "
-          "between them.\nThe controller (tgs-controller) exists to keep production at full speed.")
+    interrupt_on_sigterm()
+    gpu = resolve_gpu("auto")
+    out = ROOT / "results" / "demo"
+    budget = Budget(prod_s=SECONDS, tgs_prod_s=SECONDS, solo_s=min(SECONDS, 5.0))
+    print(f"TGS demo on the {'simulated' if gpu == 'sim' else 'real'} GPU: scenario S1, "
+          f"production {SECONDS:g} s next to a saturating opportunistic job\n", flush=True)
+    try:
+        doc = run_suite(SuiteConfig(keys=["S1"], policies=["none", "adaptive"], budget=budget,
+                                    gpu=gpu, out=out))
+    except KeyboardInterrupt:
+        print("interrupted: every process the demo started was stopped", file=sys.stderr)
+        return 130
+    print()
+    print(table(doc))
+    print("\nproduction vs solo: its throughput next to the opportunistic job / alone."
+          "\nharvest: GPU time the opportunistic job got / the idle time production left "
+          "alone (> 1: it took production's time)."
+          f"\nplot: {out / 'S1.png'}")
     return 0
 
 

@@ -1,9 +1,116 @@
-"""`tgs-bench` entry point (placeholder until its issue lands)."""
+"""`tgs-bench` (and `make bench`): the evaluation suite.
 
+Scenarios S1-S6 under the policies none, static (30 % share), tgs and adaptive (the default),
+each job also alone as the baseline, on the simulated GPU or a real one; a Markdown table,
+JSON, PNG plots in a results folder.  The full run (no --quick, all scenarios) also runs the
+shim-overhead and controller-cost micro-benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
 import sys
+import time
+from pathlib import Path
 
-from tgs._stub import not_yet
+import click
+from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
+from tgs.bench.scenarios import FULL, KEYS, POLICIES, QUICK
+from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+MICRO = {
+    "Shim overhead": [sys.executable, "-m", "tgs.bench.overhead", "--rounds", "5"],
+    "Controller cost": [sys.executable, "-m", "tgs.bench.controller_cost"],
+}
+
+
+def run_micro() -> dict[str, str]:
+    """The micro-benchmarks' own tables (their stdout), or their error."""
+    out = {}
+    for name, argv in MICRO.items():
+        click.echo(f"{name}: {' '.join(argv[1:])}", err=True)
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=240,
+                                 stdin=subprocess.DEVNULL)
+            out[name] = res.stdout if res.returncode == 0 else \
+                f"failed (exit {res.returncode}): {res.stderr.strip()[-500:]}"
+        except subprocess.TimeoutExpired:
+            out[name] = "failed: timed out after 240 s"
+    return out
+
+
+def _check_built(gpu: str) -> None:
+    need = [ROOT / "build" / "libtgs.so", ROOT / "build" / "bin" / "tgs-workload"]
+    if gpu == "sim":
+        need.append(ROOT / "build" / "sim" / "libcuda.so.1")
+    missing = [str(p) for p in need if not p.exists()]
+    if missing:
+        raise click.ClickException(f"missing {', '.join(missing)}: run `make` first")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--scenario", "scenarios", multiple=True,
+              type=click.Choice(KEYS, case_sensitive=False), help="Only these (repeatable).")
+@click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
+              help="Only these policies (repeatable; solo baselines always run).")
+@click.option("--quick", is_flag=True, help="Much shorter runs (about 2 minutes in all).")
+@click.option("--gpu", type=click.Choice(GPU_MODES), default="auto", show_default=True,
+              help="Simulated GPU, a real one (through NVML and the driver), or real if present.")
+@click.option("--torch", "use_torch", is_flag=True,
+              help="Real GPU: run the PyTorch training loop (bench/torch_train.py) as every job.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Results folder (default results/<timestamp>).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary, not Markdown.")
+@click.option("--micro/--no-micro", default=None,
+              help="Also run the overhead and controller-cost benchmarks (default: on for the "
+                   "full suite, off with --quick or filters).")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu: str,
+        use_torch: bool, out: Path | None, as_json: bool, micro: bool | None,
+        no_plots: bool) -> None:
+    """Evaluate TGS policies on a (simulated) GPU: production vs solo, harvest, utilisation,
+    reaction time, tail latency, weighted fairness."""
+    try:
+        mode = resolve_gpu(gpu)
+    except GpuUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    if use_torch:
+        if mode != "real":
+            raise click.ClickException(f"--torch needs a real GPU ({real_gpu_problem()})")
+        try:
+            import torch
+        except ImportError:
+            raise click.ClickException("--torch: PyTorch is not installed") from None
+        if not torch.cuda.is_available():
+            raise click.ClickException("--torch: PyTorch has no CUDA device")
+    _check_built(mode)
+    keys = [k.upper() for k in scenarios] or list(KEYS)
+    full = not quick and not scenarios and not policies
+    out = out or ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
+    cfg = SuiteConfig(keys=keys, policies=list(policies) or list(POLICIES),
+                      budget=QUICK if quick else FULL, gpu=mode, out=out, torch=use_torch,
+                      plots=not no_plots)
+    interrupt_on_sigterm()
+    click.echo(f"tgs-bench: {', '.join(keys)} x {', '.join(cfg.policies)} on the "
+               f"{'simulated' if mode == 'sim' else 'real'} GPU -> {out}", err=True)
+    try:
+        micro_out = run_micro() if (full if micro is None else micro) else None
+        doc = run_suite(cfg, micro_out)
+    except KeyboardInterrupt:
+        click.echo("tgs-bench: interrupted; every process it started was stopped", err=True)
+        sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        click.echo((out / "results.md").read_text())
+    click.echo(f"results: {out}", err=True)
 
 
 def main() -> None:
-    sys.exit(not_yet("tgs-bench"))
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -44,6 +44,7 @@ class WorkloadSpec:
     mem: str | int | None = None
     alloc_chunk: str | int | None = None
     report_ms: float | None = None
+    phases: list[tuple[float, float]] | None = None   # (gap ms, seconds), cycled
     device: int | None = None
     name: str | None = None
     resolve: str = "proc"
@@ -95,6 +96,8 @@ class WorkloadSpec:
         for flag, value in optional:
             if value is not None:
                 args += [flag, _num(value) if isinstance(value, float) else str(value)]
+        if self.phases:
+            args += ["--phases", ",".join(f"{_num(g)}:{_num(s)}" for g, s in self.phases)]
         if self.per_thread:
             args.append("--per-thread")
         if self.stream:
@@ -115,6 +118,8 @@ class ProgressRecord:
     window_s: float
     window_iters: int
     it_per_s: float
+    mono_s: float | None = None    # CLOCK_MONOTONIC at the line (time.monotonic() on Linux)
+    phase: int | None = None       # --phases: the phase the line falls in
 
 
 @dataclass
@@ -177,7 +182,9 @@ def parse_output(stdout: str) -> tuple[dict[str, Any] | None, dict[str, Any] | N
             progress.append(ProgressRecord(
                 t_s=float(rec["t_s"]), iters=int(rec["iters"]),
                 window_s=float(rec["window_s"]), window_iters=int(rec["window_iters"]),
-                it_per_s=float(rec["it_per_s"])))
+                it_per_s=float(rec["it_per_s"]),
+                mono_s=float(rec["mono_s"]) if "mono_s" in rec else None,
+                phase=int(rec["phase"]) if "phase" in rec else None))
     return start, summary, progress, error
 
 

@@ -23,6 +23,7 @@ static const char wl_usage[] =
     "  --iters N | --seconds T  measured iterations, or duration (default 5 s)\n"
     "  --warmup N             iterations excluded from statistics (default 1)\n"
     "  --report-ms R          progress line every R ms (default 0 = off)\n"
+    "  --phases G:S[,G:S]...  host gap G ms for S s, cycled (up to 8 phases; replaces --gap-ms)\n"
     "  --device IDX           device ordinal (default 0)\n"
     "  --name NAME            echoed in every JSON line (default \"workload\")\n"
     "  --resolve MODE         proc (cuGetProcAddress, default) | dlsym | link\n"
@@ -39,7 +40,7 @@ enum {
     OPT_KERNELS = 256, OPT_KERNEL_US, OPT_THREADS, OPT_GRID, OPT_BLOCK, OPT_COST, OPT_GAP,
     OPT_MEM, OPT_CHUNK, OPT_ITERS, OPT_SECONDS, OPT_WARMUP, OPT_REPORT, OPT_DEVICE, OPT_NAME,
     OPT_RESOLVE, OPT_CUDA_VERSION, OPT_PER_THREAD, OPT_LAUNCH, OPT_STREAM, OPT_PRIORITY,
-    OPT_PRINT_PTX, OPT_HELP
+    OPT_PRINT_PTX, OPT_PHASES, OPT_HELP
 };
 
 static const struct option wl_options[] = {
@@ -65,6 +66,7 @@ static const struct option wl_options[] = {
     {"stream", no_argument, NULL, OPT_STREAM},
     {"priority", required_argument, NULL, OPT_PRIORITY},
     {"print-ptx", no_argument, NULL, OPT_PRINT_PTX},
+    {"phases", required_argument, NULL, OPT_PHASES},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -155,6 +157,35 @@ static uint64_t wl_size(const char *opt, const char *s)
     return v;
 }
 
+/* "G:S,G:S": a load profile (host gap in ms for S seconds), cycled by the loop. */
+static void wl_phases(struct wl_config *c, const char *opt, const char *s)
+{
+    const char *p = s;
+    c->nphases = 0;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        double gap = strtod(p, &end);
+        if (c->nphases == WL_MAX_PHASES || errno || end == p || *end != ':' || !isfinite(gap) ||
+            gap < 0 || gap > 3.6e6)
+            break;
+        p = end + 1;
+        double sec = strtod(p, &end);
+        if (errno || end == p || (*end && *end != ',') || !isfinite(sec) || sec <= 0 ||
+            sec > 1e7)
+            break;
+        c->phases[c->nphases].gap_ms = gap;
+        c->phases[c->nphases].seconds = sec;
+        c->nphases++;
+        if (!*end)
+            return;
+        p = end + 1;
+    }
+    c->nphases = 0;
+    wl_usage_error("--%s wants GAP_MS:SECONDS[,GAP_MS:SECONDS]... (at most 8 phases, got '%s')",
+                   opt, s);
+}
+
 const char *wl_resolve_name(enum wl_resolve r)
 {
     return r == WL_RESOLVE_PROC ? "proc" : r == WL_RESOLVE_DLSYM ? "dlsym" : "link";
@@ -234,6 +265,7 @@ static int wl_apply(struct wl_config *c, int opt, const char *arg, const char *o
         else if (!strcmp(arg, "graph")) c->launch = WL_LAUNCH_GRAPH;
         else wl_usage_error("--launch wants kernel, ex, coop or graph (got '%s')%s", arg, "");
         break;
+    case OPT_PHASES: wl_phases(c, oname, arg); break;
     case OPT_PRINT_PTX: return 1;
     default: break;
     }

@@ -4,6 +4,7 @@
  * and a summary.  SIGINT/SIGTERM end the run early but still summarise.
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -50,8 +51,30 @@ static void wl_gap(double ms)
         req = rem;
 }
 
+/* The phase (--phases) that time t (s since the measured start) falls in. */
+static unsigned wl_phase_at(const struct wl_config *cfg, double t)
+{
+    double cycle = 0.0;
+    for (unsigned i = 0; i < cfg->nphases; i++)
+        cycle += cfg->phases[i].seconds;
+    if (cfg->nphases == 0 || cycle <= 0.0)
+        return 0;
+    double in = fmod(t < 0.0 ? 0.0 : t, cycle);
+    for (unsigned i = 0; i < cfg->nphases; i++) {
+        if (in < cfg->phases[i].seconds)
+            return i;
+        in -= cfg->phases[i].seconds;
+    }
+    return cfg->nphases - 1;
+}
+
+static double wl_gap_at(const struct wl_config *cfg, unsigned phase)
+{
+    return cfg->nphases ? cfg->phases[phase].gap_ms : cfg->gap_ms;
+}
+
 /* One iteration; returns the seconds spent in launch + synchronize. */
-static double wl_iteration(struct wl_run *run, struct wl_counts *counts)
+static double wl_iteration(struct wl_run *run, struct wl_counts *counts, double gap_ms)
 {
     double t0 = wl_now_s();
     wl_launch_iteration(run);
@@ -59,12 +82,13 @@ static double wl_iteration(struct wl_run *run, struct wl_counts *counts)
     double busy = wl_now_s() - t0;
     counts->kernels += run->cfg.kernels;
     counts->work += (uint64_t)run->cfg.kernels * run->geo.grid * run->geo.block;
-    wl_gap(run->cfg.gap_ms);
+    wl_gap(gap_ms);
     return busy;
 }
 
-static void wl_progress(const struct wl_run *run, double t, uint64_t iters, double window_s,
-                        uint64_t window_iters)
+/* mono_s (CLOCK_MONOTONIC) lets a harness line up the progress of several jobs. */
+static void wl_progress(const struct wl_run *run, double t, double mono, unsigned phase,
+                        uint64_t iters, double window_s, uint64_t window_iters)
 {
     struct wl_json j;
     wl_json_begin(&j, "progress", run->cfg.name);
@@ -73,6 +97,9 @@ static void wl_progress(const struct wl_run *run, double t, uint64_t iters, doub
     wl_json_num(&j, "window_s", window_s);
     wl_json_uint(&j, "window_iters", window_iters);
     wl_json_num(&j, "it_per_s", window_s > 0 ? (double)window_iters / window_s : 0.0);
+    wl_json_num(&j, "mono_s", mono);
+    if (run->cfg.nphases)
+        wl_json_uint(&j, "phase", phase);
     wl_json_emit(&j);
 }
 
@@ -108,7 +135,7 @@ void wl_loop_run(struct wl_run *run)
     double busy_s = 0.0;
 
     for (unsigned i = 0; i < cfg->warmup && !wl_signals.stop; i++) {
-        wl_iteration(run, &counts);
+        wl_iteration(run, &counts, wl_gap_at(cfg, 0));
         counts.warmup_iters++;
     }
 
@@ -119,13 +146,15 @@ void wl_loop_run(struct wl_run *run)
         if (cfg->iters ? st.count >= cfg->iters : now - start >= cfg->seconds)
             break;
         double t0 = wl_now_s();
-        busy_s += wl_iteration(run, &counts);
+        unsigned phase = wl_phase_at(cfg, t0 - start);
+        busy_s += wl_iteration(run, &counts, wl_gap_at(cfg, phase));
         now = wl_now_s();
         if (wl_stats_add(&st, (now - t0) * 1e3) != 0)
             wl_die(run, "out of host memory for latency samples after %zu iterations",
                    st.count);
         if (cfg->report_ms > 0 && (now - last_report) * 1e3 >= cfg->report_ms) {
-            wl_progress(run, now - start, st.count, now - last_report, st.count - last_iters);
+            wl_progress(run, now - start, now, wl_phase_at(cfg, now - start), st.count,
+                        now - last_report, st.count - last_iters);
             last_report = now;
             last_iters = st.count;
         }

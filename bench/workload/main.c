@@ -100,6 +100,7 @@ static void wl_start_line(const struct wl_run *run, double ns_per_thread)
     wl_json_num(&j, "kernel_us", c->kernel_us);
     wl_json_uint(&j, "threads_per_block", c->threads);
     wl_json_num(&j, "gap_ms", c->gap_ms);
+    wl_json_uint(&j, "phases", c->nphases);
     wl_json_uint(&j, "iters", c->iters);
     wl_json_num(&j, "seconds", c->seconds);
     wl_json_uint(&j, "warmup", c->warmup);

@@ -20,6 +20,7 @@ enum wl_resolve { WL_RESOLVE_PROC, WL_RESOLVE_DLSYM, WL_RESOLVE_LINK };
 enum wl_launch { WL_LAUNCH_KERNEL, WL_LAUNCH_EX, WL_LAUNCH_COOP, WL_LAUNCH_GRAPH };
 
 /* ---- args.c: the command line ---- */
+#define WL_MAX_PHASES 8
 struct wl_config {
     enum wl_resolve resolve;
     enum wl_launch launch;
@@ -42,6 +43,11 @@ struct wl_config {
     int device;              /* device ordinal */
     const char *name;        /* echoed in every JSON line */
     unsigned warmup;         /* iterations excluded from statistics */
+    unsigned nphases;        /* --phases: host gaps cycled by time (0 = gap_ms always) */
+    struct wl_phase {
+        double gap_ms;
+        double seconds;
+    } phases[WL_MAX_PHASES];
 };
 
 /* Parses argv.  Returns 1 for --print-ptx, else 0; exits 0 after --help and

@@ -1,0 +1,281 @@
+"""Runs one scenario under one policy (or a solo baseline) and records what happened.
+
+A run: a private simulator state file (on the simulated GPU), a tgs-controller subprocess
+with its own state and runtime directories (policy runs only), the jobs registered with it
+and started on their schedule under the shim, a sampler of GPU-busy counters.  Every process
+started here is stopped by its pid and every directory removed, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tgs.bench.gpu import BusySeries, job_env, make_sampler
+from tgs.bench.scenarios import JobDef
+from tgs.bench.workload import ProgressRecord, parse_output
+from tgs.controller.client import Client, ControllerUnavailable
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+class Controller:
+    """A tgs-controller subprocess; a context manager that always stops it (by pid)."""
+
+    def __init__(self, policy: str, base: Path, env: dict[str, str], sim: bool,
+                 static_share: float = 0.3, logdir: Path | None = None) -> None:
+        self.policy = policy
+        self.base = base
+        self.env = env
+        self.sim = sim
+        self.static_share = static_share
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runtime: Path | None = None
+        self.log = (logdir or base) / f"controller-{policy}.log"
+
+    def start(self, timeout: float = 30.0) -> Client:
+        # ipc:// paths are limited to 107 bytes: a short runtime dir under /tmp
+        self.runtime = Path(tempfile.mkdtemp(prefix="tgs-bench-rt-"))
+        argv = [sys.executable, "-m", "tgs.controller", "--policy", self.policy,
+                "--state-dir", str(self.base / f"state-{self.policy}"),
+                "--runtime-dir", str(self.runtime), "--static-share", str(self.static_share),
+                "--log-level", "warning"]
+        if self.sim:
+            argv.append("--sim")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env=self.env,
+                                         stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                c = Client(runtime_dir=self.runtime, timeout=1.0)
+                c.status()
+                return c
+            except ControllerUnavailable:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        tail = self.log.read_text(errors="replace")[-2000:]
+        self.stop()
+        raise HarnessError(f"tgs-controller ({self.policy}) did not start:\n{tail}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.runtime is not None:
+            shutil.rmtree(self.runtime, ignore_errors=True)
+            self.runtime = None
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class JobRun:
+    """One job's process and, once it ended, its parsed JSON lines."""
+
+    name: str
+    role: str
+    weight: int
+    start_s: float
+    pid: int = 0
+    returncode: int | None = None
+    start: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    progress: list[ProgressRecord] = field(default_factory=list)
+    error: str | None = None
+    stopped: bool = False       # still running long past its end: stopped by the harness
+
+    def cumulative(self) -> list[tuple[float, float]]:
+        """(monotonic s, iterations done) from the progress lines, from the loop's start."""
+        pts = [(p.mono_s, float(p.iters)) for p in self.progress if p.mono_s is not None]
+        if not pts:
+            return []
+        first = self.progress[0]
+        return [(pts[0][0] - first.t_s, 0.0)] + pts
+
+    @property
+    def it_per_s(self) -> float:
+        return float(self.summary["it_per_s"]) if self.summary else 0.0
+
+    @property
+    def p99_ms(self) -> float:
+        return float(self.summary["lat_ms"]["p99"]) if self.summary else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role, "weight": self.weight, "pid": self.pid,
+                "returncode": self.returncode, "error": self.error, "stopped": self.stopped,
+                "summary": self.summary,
+                "cumulative": [[round(t, 4), it] for t, it in self.cumulative()]}
+
+
+@dataclass
+class RunRecord:
+    scenario: str
+    label: str                  # a policy, "solo:<job>" or "prod-only"
+    policy: str | None
+    wall_s: float
+    t0: float
+    jobs: dict[str, JobRun]
+    device_busy: BusySeries
+    proc_busy: dict[int, BusySeries]
+    policy_state: dict[str, Any] = field(default_factory=dict)
+    sampler_error: str | None = None
+
+    def busy_of(self, job: str) -> BusySeries:
+        return self.proc_busy.get(self.jobs[job].pid, [])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "label": self.label, "policy": self.policy,
+                "wall_s": round(self.wall_s, 3), "t0": self.t0,
+                "jobs": {k: v.to_dict() for k, v in self.jobs.items()},
+                "device_busy": [[round(t, 4), round(b, 6)] for t, b in self.device_busy],
+                "policy_state": self.policy_state, "sampler_error": self.sampler_error}
+
+
+def job_argv(job: JobDef) -> list[str]:
+    if not job.torch:
+        return job.spec.argv()
+    spec = job.spec
+    argv = [sys.executable, "-m", "tgs.bench.torch_train", "--name", job.name,
+            "--seconds", repr(float(job.seconds)), "--gap-ms", repr(float(spec.gap_ms)),
+            "--report-ms", repr(float(spec.report_ms or 0))]
+    if spec.phases:
+        argv += ["--phases", ",".join(f"{g!r}:{s!r}" for g, s in spec.phases)]
+    if not job.production:
+        argv += ["--hidden", "4096"]     # a heavier, saturating job
+    return argv
+
+
+def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.Popen[bytes],
+                                                                      Path, Path]:
+    spec = dataclasses.replace(job.spec, seconds=job.seconds, iters=None)
+    job = dataclasses.replace(job, spec=spec)
+    out, err = logdir / f"{job.name}.jsonl", logdir / f"{job.name}.stderr"
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        proc = subprocess.Popen(job_argv(job), stdout=fo, stderr=fe, env=env,
+                                stdin=subprocess.DEVNULL)
+    return proc, out, err
+
+
+def _collect(run: JobRun, out: Path, err: Path) -> None:
+    start, summary, progress, error = parse_output(out.read_text(errors="replace"))
+    run.start, run.summary, run.progress = start, summary, progress
+    if error is not None:
+        run.error = str(error.get("error"))
+    elif summary is None and run.stopped and run.role != "production":
+        return      # held back by its rate limit past its end: its progress lines still count
+    elif summary is None:
+        tail = err.read_text(errors="replace").strip().splitlines()[-1:]
+        run.error = f"exit {run.returncode}: {tail[0] if tail else 'no summary line'}"
+
+
+def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], gpu: str,
+             logdir: Path, work: Path, static_share: float = 0.3) -> RunRecord:
+    """Runs `jobs` on their schedule (under a controller with `policy` unless None)."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    sim_state = work / f"sim-{scenario}-{label.replace(':', '-')}" if gpu == "sim" else None
+    env = job_env(gpu, sim_state)
+    procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
+    runs = {j.name: JobRun(j.name, j.role, j.weight, j.start_s) for j in jobs}
+    sampler = make_sampler(gpu, sim_state)
+    state: dict[str, Any] = {}
+    wall0 = time.monotonic()
+    with ExitStack() as stack:
+        stack.callback(_reap, procs)
+        if sim_state is not None:
+            stack.callback(lambda: sim_state.unlink(missing_ok=True))
+        envs = {j.name: env for j in jobs}
+        ctl = None
+        if policy is not None:
+            state_base = Path(tempfile.mkdtemp(prefix="ctl-", dir=work))
+            stack.callback(shutil.rmtree, state_base, True)
+            ctl = stack.enter_context(Controller(policy, state_base, env, gpu == "sim",
+                                                 static_share, logdir))
+            client = ctl.start()
+            stack.callback(client.close)
+            for j in jobs:
+                reply = client.register(j.name, priority=j.role, weight=j.weight)
+                envs[j.name] = {**env, **reply["env"]}
+        sampler.start()
+        stack.callback(sampler.stop)
+        t0 = time.monotonic() + 0.2
+        for j in sorted(jobs, key=lambda j: j.start_s):
+            time.sleep(max(0.0, t0 + j.start_s - time.monotonic()))
+            procs[j.name] = _launch(j, envs[j.name], logdir)
+            runs[j.name].pid = procs[j.name][0].pid
+        _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds for j in jobs})
+        if ctl is not None:
+            try:
+                state = dict(client.status().get("policy_state", {}))
+            except Exception:
+                state = {}
+    for name, (_, out, err) in procs.items():
+        _collect(runs[name], out, err)
+    return RunRecord(scenario, label, policy, time.monotonic() - wall0, t0, runs,
+                     list(sampler.device), {k: list(v) for k, v in sampler.procs.items()},
+                     state, sampler.error)
+
+
+GRACE_S = 3.0     # past its scheduled end a job gets SIGTERM (it still prints its summary)
+KILL_S = 3.0      # and SIGKILL this much later
+
+
+def _wait_or_stop(procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]],
+                  runs: dict[str, JobRun], ends: dict[str, float]) -> None:
+    """Waits for every job; one still running GRACE_S after its scheduled end (a job held
+    back by a rate limit can be stuck inside one iteration) is stopped, then killed."""
+    while True:
+        now, alive = time.monotonic(), 0
+        for name, (p, _, _) in procs.items():
+            if p.poll() is not None:
+                runs[name].returncode = p.returncode
+                continue
+            alive += 1
+            late = now - ends[name] - GRACE_S
+            if late > KILL_S:
+                p.kill()
+            elif late > 0 and not runs[name].stopped:
+                p.send_signal(signal.SIGTERM)
+                runs[name].stopped = True
+        if not alive:
+            return
+        time.sleep(0.05)
+
+
+def _reap(procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]]) -> None:
+    """Kills (by pid) and reaps whatever is still running."""
+    for p, _, _ in procs.values():
+        if p.poll() is None:
+            try:
+                p.kill()
+            except ProcessLookupError:
+                pass
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def save_run(rec: RunRecord, path: Path) -> None:
+    path.write_text(json.dumps(rec.to_dict()))

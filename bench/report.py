@@ -1,0 +1,256 @@
+"""From run records to metrics per scenario and policy, a Markdown table and JSON.
+
+Definitions (docs/benchmarks.md repeats them):
+- window: the interval in which every production job ran (its first to last progress line);
+- prod/solo: production it/s / its it/s in the production-only baseline (alone when it is the
+  only production job); the worst production job counts;
+- p99/solo: production's p99 iteration time / the baseline's (the worst job);
+- harvest: opportunistic GPU-busy seconds in the window / the GPU idle seconds production left
+  in the baseline over as long a window (> 1: it also took production's time);
+- util: GPU-busy fraction of the window;
+- opp/solo: opportunistic it/s in the window / its it/s alone (mean over the jobs);
+- reaction: settling time (5 % band) of production's throughput after its demand rises (S3:
+  light -> heavy; S4: its arrival), and of opportunistic throughput after production's demand
+  falls (S3: heavy -> light; S4: production leaving);
+- fairness (S2): Jain's index of busy/weight among opportunistic jobs, and the largest
+  deviation of a job's share of their busy time from its weighted share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tgs.bench import metrics as M
+from tgs.bench.harness import JobRun, RunRecord
+from tgs.bench.scenarios import Scenario
+
+RATE_WINDOW_S = 0.25
+
+
+@dataclass
+class ScenarioResult:
+    """Everything measured for one scenario: baselines and one run per policy."""
+
+    key: str
+    title: str
+    scenarios: dict[str, Scenario]      # by policy (the tgs one may run longer)
+    solo: dict[str, RunRecord]          # by job name: the job alone
+    prod_only: RunRecord | None         # production jobs together (None: one production job)
+    runs: dict[str, RunRecord]          # by policy
+
+
+def _window(rec: RunRecord, names: list[str]) -> tuple[float, float]:
+    starts, ends = [], []
+    for n in names:
+        cum = rec.jobs[n].cumulative()
+        if cum:
+            starts.append(cum[0][0])
+            ends.append(cum[-1][0])
+    if not starts or max(starts) >= min(ends):
+        return math.nan, math.nan
+    return max(starts), min(ends)
+
+
+def _baseline(res: ScenarioResult, prod: list[str]) -> RunRecord:
+    return res.prod_only if res.prod_only is not None else res.solo[prod[0]]
+
+
+def _react(job: JobRun, changes: list[tuple[float, float]], target: float | None = None,
+           floor: float = 0.0) -> list[M.Reaction]:
+    """Reactions of a job's throughput to each change (tc, t_end).  A new steady state under
+    `floor` counts as never reached (a job held at ~0 has nothing to settle to)."""
+    rates = M.rate_series(job.cumulative(), RATE_WINDOW_S)
+    out = []
+    for tc, te in changes:
+        r = M.reaction_time(rates, tc, te, target=target)
+        if r is None and floor > 0:
+            r = M.Reaction(te - tc, False, 0.0)     # no progress at all after the change
+        if r is not None and r.steady < floor:
+            r = M.Reaction(te - tc, False, r.steady)
+        if r is not None:
+            out.append(r)
+    return out
+
+
+def _phase_changes(job: JobRun, phase_s: float) -> tuple[list[tuple[float, float]],
+                                                         list[tuple[float, float]]]:
+    """(rising, falling) production demand changes of a light/heavy phased job: (t, t_end)."""
+    cum = job.cumulative()
+    if not cum or phase_s <= 0:
+        return [], []
+    start, end = cum[0][0], cum[-1][0]
+    rising, falling = [], []
+    k = 1
+    while start + k * phase_s < end - 0.5:
+        tc = start + k * phase_s
+        (rising if k % 2 == 1 else falling).append((tc, min(tc + phase_s, end)))
+        k += 1
+    return rising, falling
+
+
+def _reaction_summary(rs: list[M.Reaction]) -> dict[str, Any] | None:
+    if not rs:
+        return None
+    worst = max(rs, key=lambda r: r.seconds)
+    return {"seconds": round(worst.seconds, 3), "settled": all(r.settled for r in rs),
+            "each": [round(r.seconds, 3) for r in rs]}
+
+
+def reactions(sc: Scenario, rec: RunRecord, opp_solo: float = 0.0
+              ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(production's reaction to rising demand, opportunistic reaction to falling demand).
+
+    S4: the opportunistic job's target after production leaves is its solo throughput (it has
+    the GPU alone); S3: its own steady state in the light phase, at least 5 % of solo."""
+    prod, opp = sc.production, sc.opportunistic
+    if sc.reaction is None or not prod:
+        return None, None
+    pj = rec.jobs[prod[0].name]
+    if sc.reaction == "phases":
+        rising, falling = _phase_changes(pj, sc.phase_s)
+    else:
+        cum = pj.cumulative()
+        if not cum:
+            return None, None
+        rising = [(cum[0][0], cum[-1][0])]
+        opp_end = min((rec.jobs[o.name].cumulative() or [(0.0, 0.0)])[-1][0] for o in opp) \
+            if opp else cum[-1][0]
+        falling = [(cum[-1][0], opp_end)]
+    p = _reaction_summary(_react(pj, rising))
+    o = None
+    if opp and opp[0].name in rec.jobs:
+        target = opp_solo if sc.reaction == "arrival" and opp_solo > 0 else None
+        o = _reaction_summary(_react(rec.jobs[opp[0].name], falling, target, 0.05 * opp_solo))
+    return p, o
+
+
+def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
+    sc, rec = res.scenarios[policy], res.runs[policy]
+    prod = [j.name for j in sc.production]
+    opp = [j.name for j in sc.opportunistic]
+    errors = {n: j.error for n, j in rec.jobs.items() if j.error}
+    w0, w1 = _window(rec, prod)
+    span = w1 - w0
+    base = _baseline(res, prod)
+    b0, b1 = _window(base, prod)
+    base_util = M.delta(base.device_busy, b0, b1) / (b1 - b0) if b1 > b0 else math.nan
+    out: dict[str, Any] = {"policy": policy, "ran_s": round(sc.length_s, 1),
+                           "window_s": round(span, 3) if span == span else None,
+                           "wall_s": round(rec.wall_s, 2)}
+    if errors:
+        out["errors"] = errors
+    prod_ratio = {n: M.ratio(rec.jobs[n].it_per_s, base.jobs[n].it_per_s) for n in prod}
+    p99_ratio = {n: M.ratio(rec.jobs[n].p99_ms, base.jobs[n].p99_ms) for n in prod}
+    out["prod_it_per_s"] = {n: rec.jobs[n].it_per_s for n in prod}
+    out["prod_vs_solo"] = _min(prod_ratio.values())
+    out["prod_vs_solo_each"] = prod_ratio
+    out["p99_vs_solo"] = _max(p99_ratio.values())
+    if span == span and span > 0:
+        opp_busy = {n: M.delta(rec.busy_of(n), w0, w1) for n in opp}
+        out["gpu_util"] = M.delta(rec.device_busy, w0, w1) / span
+        out["prod_busy_frac"] = sum(M.delta(rec.busy_of(n), w0, w1) for n in prod) / span
+        out["opp_busy_frac"] = sum(opp_busy.values()) / span
+        out["harvest"] = M.harvest(sum(opp_busy.values()), span, base_util) if opp else None
+        opp_rate = {n: M.delta(rec.jobs[n].cumulative(), w0, w1) / span for n in opp}
+        out["opp_it_per_s"] = opp_rate
+        out["opp_vs_solo"] = _mean([M.ratio(opp_rate[n], res.solo[n].jobs[n].it_per_s)
+                                    for n in opp])
+        if sc.fairness and len(opp) > 1:
+            jain, dev = M.weighted_fairness([opp_busy[n] for n in opp],
+                                            [j.weight for j in sc.opportunistic])
+            out["fairness_jain"] = jain
+            out["fairness_max_dev"] = dev
+    out["baseline_util"] = base_util
+    opp_solo = res.solo[opp[0]].jobs[opp[0]].it_per_s if opp else 0.0
+    p, o = reactions(sc, rec, opp_solo)
+    out["reaction"] = p
+    out["opp_reaction"] = o
+    return _rounded(out)
+
+
+def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
+    sc = next(iter(res.scenarios.values()))
+    prod = [j.name for j in sc.production]
+    base = _baseline(res, prod)
+    b0, b1 = _window(base, prod)
+    out: dict[str, Any] = {
+        "prod_it_per_s": {n: base.jobs[n].it_per_s for n in prod},
+        "prod_p99_ms": {n: base.jobs[n].p99_ms for n in prod},
+        "gpu_util": M.delta(base.device_busy, b0, b1) / (b1 - b0) if b1 > b0 else None,
+        "opp_solo_it_per_s": {j.name: res.solo[j.name].jobs[j.name].it_per_s
+                              for j in sc.opportunistic if j.name in res.solo},
+        "ran_s": {label: round(r.wall_s, 1) for label, r in
+                  [*((f"solo:{k}", v) for k, v in res.solo.items()),
+                   *((("prod-only", res.prod_only),) if res.prod_only else ())]},
+    }
+    if sc.reaction == "phases":
+        out["reaction"], _ = reactions(sc, base)
+    return _rounded(out)
+
+
+def summarise(results: list[ScenarioResult]) -> dict[str, Any]:
+    return {r.key: {"title": r.title, "baseline": baseline_metrics(r),
+                    "policies": {p: run_metrics(r, p) for p in r.runs}} for r in results}
+
+
+def _min(vals: Any) -> float:
+    v = [x for x in vals if x == x]
+    return min(v) if v else math.nan
+
+
+def _max(vals: Any) -> float:
+    v = [x for x in vals if x == x]
+    return max(v) if v else math.nan
+
+
+def _mean(vals: list[float]) -> float:
+    v = [x for x in vals if x == x]
+    return sum(v) / len(v) if v else math.nan
+
+
+def _rounded(obj: Any) -> Any:
+    """Rounds floats to 4 digits and turns NaN into None (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return None if obj != obj or math.isinf(obj) else round(obj, 4)
+    if isinstance(obj, dict):
+        return {k: _rounded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------- Markdown
+
+COLUMNS = ("scenario", "policy", "ran (s)", "prod/solo", "p99/solo", "harvest", "GPU util",
+           "opp/solo", "reaction (s)", "opp reaction (s)", "fairness")
+
+
+def _f(v: Any, fmt: str = "{:.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _r(v: dict[str, Any] | None) -> str:
+    if not v:
+        return "-"
+    return f"{v['seconds']:.2f}" if v["settled"] else f">={v['seconds']:.1f}"
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for key, s in summary.items():
+        b = s["baseline"]
+        lines.append(f"| {key} | solo | - | 1.00 | 1.00 | - | {_f(b['gpu_util'])} | 1.00 | "
+                     f"{_r(b.get('reaction'))} | - | - |")
+        for pol, m in s["policies"].items():
+            fair = "-"
+            if m.get("fairness_jain") is not None:
+                fair = f"{m['fairness_jain']:.3f} (dev {m['fairness_max_dev']:.2f})"
+            err = " (errors)" if m.get("errors") else ""
+            lines.append(
+                f"| {key} | {pol}{err} | {_f(m['ran_s'], '{:.0f}')} | {_f(m['prod_vs_solo'])} | "
+                f"{_f(m['p99_vs_solo'])} | {_f(m.get('harvest'))} | {_f(m.get('gpu_util'))} | "
+                f"{_f(m.get('opp_vs_solo'))} | {_r(m['reaction'])} | {_r(m['opp_reaction'])} | "
+                f"{fair} |")
+    return "\n".join(lines) + "\n"

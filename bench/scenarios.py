@@ -1,0 +1,174 @@
+"""The evaluation scenarios (S1-S6): which jobs, when they start, how long they run.
+
+A scenario is data: jobs with a role (production or opportunistic), a weight, a workload
+(tgs-workload options, or the PyTorch loop on a real GPU) and a schedule (start offset and
+duration in seconds from the run's start).  `build()` scales the schedule (--quick) and gives
+the `tgs` policy a longer run where the budget allows (its law profiles for 25 s first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from tgs.bench.workload import WorkloadSpec
+
+PRODUCTION = "production"
+OPPORTUNISTIC = "opportunistic"
+POLICIES = ("none", "static", "tgs", "adaptive")
+DEFAULT_POLICY = "adaptive"
+REPORT_MS = 50.0
+
+# Production: 4 x 1 ms kernels, synchronize, 1.7 ms host gap: ~70 % GPU duty cycle.
+PROD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=1.7)
+# Opportunistic: back-to-back 0.5 ms kernels, never leaves the GPU idle.
+OPP = WorkloadSpec(kernels=10, kernel_us=500, gap_ms=0)
+# S3: 4 x 0.5 ms kernels; light = 4 ms gap (~33 % duty), heavy = 0.85 ms gap (~70 %).
+PHASED = WorkloadSpec(kernels=4, kernel_us=500, gap_ms=4)
+LIGHT_GAP_MS, HEAVY_GAP_MS, PHASE_S = 4.0, 0.85, 5.0
+# S5: two production jobs of ~35 % duty each.
+PROD_HALF = WorkloadSpec(kernels=2, kernel_us=1000, gap_ms=3.7)
+# S6: opportunistic kernels cost 4x more time per thread (same 0.5 ms per kernel).
+OPP_COSTLY = WorkloadSpec(kernels=10, kernel_us=125, gap_ms=0, cost_factor=4)
+
+
+@dataclass
+class JobDef:
+    """One job of a scenario; start_s and seconds are offsets from the run's start."""
+
+    name: str
+    role: str
+    spec: WorkloadSpec
+    start_s: float
+    seconds: float
+    weight: int = 1
+    torch: bool = False         # run bench/torch_train.py instead (real GPU only)
+
+    @property
+    def production(self) -> bool:
+        return self.role == PRODUCTION
+
+
+@dataclass
+class Scenario:
+    key: str
+    title: str
+    jobs: list[JobDef]
+    reaction: str | None = None     # "phases" (S3) or "arrival" (S4): reaction time is measured
+    phase_s: float = 0.0
+    fairness: bool = False          # S2: weighted fairness among opportunistic jobs
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def production(self) -> list[JobDef]:
+        return [j for j in self.jobs if j.production]
+
+    @property
+    def opportunistic(self) -> list[JobDef]:
+        return [j for j in self.jobs if not j.production]
+
+    @property
+    def length_s(self) -> float:
+        return max(j.start_s + j.seconds for j in self.jobs)
+
+
+def _spec(base: WorkloadSpec, name: str, **over: object) -> WorkloadSpec:
+    return dataclasses.replace(base, name=name, report_ms=REPORT_MS, **over)  # type: ignore
+
+
+def _pair(key: str, title: str, prod: WorkloadSpec, opp: WorkloadSpec, prod_s: float,
+          lead_s: float = 1.0, tail_s: float = 1.0) -> Scenario:
+    """Opportunistic first, production joins lead_s later for prod_s, opportunistic ends tail_s
+    after it (the measurement window is production's run)."""
+    return Scenario(key, title, [
+        JobDef("prod", PRODUCTION, _spec(prod, "prod"), lead_s, prod_s),
+        JobDef("opp", OPPORTUNISTIC, _spec(opp, "opp"), 0.0, lead_s + prod_s + tail_s),
+    ])
+
+
+def s1(prod_s: float) -> Scenario:
+    return _pair("S1", "production ~70 % duty + one saturating opportunistic job",
+                 PROD, OPP, prod_s)
+
+
+def s2(prod_s: float) -> Scenario:
+    lead, tail = 1.0, 1.0
+    jobs = [JobDef("prod", PRODUCTION, _spec(PROD, "prod"), lead, prod_s)]
+    for name, w in (("opp-a", 1), ("opp-b", 1), ("opp-c", 2)):
+        jobs.append(JobDef(name, OPPORTUNISTIC, _spec(OPP, name), 0.0, lead + prod_s + tail, w))
+    return Scenario("S2", "production + three opportunistic jobs, weights 1, 1, 2", jobs,
+                    fairness=True)
+
+
+def s3(phase_s: float, cycles: int) -> Scenario:
+    lead = 1.0
+    phases = [(LIGHT_GAP_MS, phase_s), (HEAVY_GAP_MS, phase_s)]
+    prod_s = 2 * cycles * phase_s
+    return Scenario("S3", f"production alternating light/heavy every {phase_s:g} s", [
+        JobDef("prod", PRODUCTION, _spec(PHASED, "prod", phases=phases), lead, prod_s),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + 1.0),
+    ], reaction="phases", phase_s=phase_s)
+
+
+def s4(before_s: float, prod_s: float, after_s: float) -> Scenario:
+    return Scenario("S4", "production arrives while opportunistic runs, then leaves", [
+        JobDef("prod", PRODUCTION, _spec(PROD, "prod"), before_s, prod_s),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, before_s + prod_s + after_s),
+    ], reaction="arrival")
+
+
+def s5(prod_s: float) -> Scenario:
+    lead = 1.0
+    return Scenario("S5", "two production jobs (~35 % duty each) + one opportunistic job", [
+        JobDef("prod-a", PRODUCTION, _spec(PROD_HALF, "prod-a"), lead, prod_s),
+        JobDef("prod-b", PRODUCTION, _spec(PROD_HALF, "prod-b"), lead, prod_s),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + 1.0),
+    ], notes=["production is compared with both production jobs running together without "
+              "the opportunistic job (the controller does not arbitrate between them)"])
+
+
+def s6(prod_s: float) -> Scenario:
+    return _pair("S6", "heterogeneous kernels: opportunistic 4x cost per thread",
+                 PROD, OPP_COSTLY, prod_s)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Durations (s) of one suite: --quick shrinks them."""
+
+    prod_s: float = 10.0
+    tgs_prod_s: float = 40.0     # S1 and S6 under `tgs`: past its 25 s profiling
+    phase_s: float = PHASE_S
+    cycles: int = 2
+    s4: tuple[float, float, float] = (3.0, 8.0, 4.0)
+    solo_s: float = 6.0
+
+
+QUICK = Budget(prod_s=4.0, tgs_prod_s=4.0, phase_s=2.5, cycles=1, s4=(1.5, 3.0, 2.0),
+               solo_s=3.0)
+FULL = Budget()
+KEYS = ("S1", "S2", "S3", "S4", "S5", "S6")
+
+
+def build(key: str, budget: Budget, policy: str | None) -> Scenario:
+    """Scenario `key` for one policy (None: the solo baselines)."""
+    long_tgs = policy == "tgs" and key in ("S1", "S6")
+    prod_s = budget.tgs_prod_s if long_tgs else budget.prod_s
+    if key == "S1":
+        return s1(prod_s)
+    if key == "S2":
+        return s2(prod_s)
+    if key == "S3":
+        return s3(budget.phase_s, budget.cycles)
+    if key == "S4":
+        return s4(*budget.s4)
+    if key == "S5":
+        return s5(prod_s)
+    if key == "S6":
+        return s6(prod_s)
+    raise ValueError(f"unknown scenario {key!r} (known: {', '.join(KEYS)})")
+
+
+def use_torch(sc: Scenario) -> Scenario:
+    """The same schedule with the PyTorch training loop as every job (real GPU)."""
+    return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True) for j in sc.jobs])

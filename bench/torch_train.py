@@ -1,0 +1,144 @@
+"""A small PyTorch training loop on synthetic data, reporting like tgs-workload.
+
+    python -m tgs.bench.torch_train [--seconds 10] [--hidden 1024] [--gap-ms 2] [--report-ms 50]
+
+A few-layer MLP trained with SGD on one fixed random batch (no data loading: a host gap of
+--gap-ms after each step stands in for it; --phases G:S,... cycles gaps like the workload's).
+Prints JSON lines: start, progress (every --report-ms), summary (it_per_s, lat_ms p50/p99),
+or error with exit 1; exit 2 on bad arguments.  Needs PyTorch with a CUDA device: it is the
+real-GPU job of `tgs-bench --gpu real --torch` and cannot run on the simulated driver (PyTorch
+needs the CUDA runtime, which the simulator does not serve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+
+def _emit(kind: str, name: str, **fields: Any) -> None:
+    print(json.dumps({"type": kind, "name": name, **fields}), flush=True)
+
+
+def _phases(text: str | None) -> list[tuple[float, float]]:
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        gap, _, sec = part.partition(":")
+        g, s = float(gap), float(sec)
+        if not (math.isfinite(g) and math.isfinite(s)) or g < 0 or s <= 0:
+            raise ValueError(part)
+        out.append((g, s))
+    return out
+
+
+def _gap_at(phases: list[tuple[float, float]], gap_ms: float, t: float) -> float:
+    if not phases:
+        return gap_ms
+    t %= sum(s for _, s in phases)
+    for g, s in phases:
+        if t < s:
+            return g
+        t -= s
+    return phases[-1][0]
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="PyTorch MLP training loop on synthetic data")
+    ap.add_argument("--name", default="torch")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--gap-ms", type=float, default=2.0)
+    ap.add_argument("--phases", default=None, help="GAP_MS:SECONDS[,...], cycled")
+    ap.add_argument("--report-ms", type=float, default=0.0)
+    ap.add_argument("--device", type=int, default=0)
+    a = ap.parse_args(argv)
+    try:
+        a.phase_list = _phases(a.phases)
+    except ValueError as exc:
+        ap.error(f"--phases: bad phase {exc}")
+    if a.seconds <= 0 or a.batch < 1 or a.hidden < 1 or a.layers < 1 or a.gap_ms < 0:
+        ap.error("--seconds, --batch, --hidden, --layers must be positive, --gap-ms >= 0")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    try:
+        import torch
+    except ImportError:
+        _emit("error", a.name, error="PyTorch is not installed")
+        return 1
+    if not torch.cuda.is_available():
+        _emit("error", a.name, error="PyTorch sees no CUDA device")
+        return 1
+    dev = torch.device("cuda", a.device)
+    torch.manual_seed(0)
+    layers: list[Any] = []
+    width = a.hidden
+    for _ in range(a.layers - 1):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    layers.append(torch.nn.Linear(width, 10))
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(a.batch, width, device=dev)
+    y = torch.randint(0, 10, (a.batch,), device=dev)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step() -> float:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize(dev)
+        return float(loss.detach())
+
+    step()      # warm-up (cuBLAS handles, allocator)
+    _emit("start", a.name, pid=os.getpid(), device=a.device,
+          device_name=torch.cuda.get_device_name(dev), torch=torch.__version__,
+          config={"batch": a.batch, "hidden": a.hidden, "layers": a.layers,
+                  "gap_ms": a.gap_ms, "seconds": a.seconds, "report_ms": a.report_ms})
+    lat: list[float] = []
+    start = last = time.monotonic()
+    last_iters = 0
+    loss = math.nan
+    while not stop["now"] and time.monotonic() - start < a.seconds:
+        t0 = time.monotonic()
+        loss = step()
+        gap = _gap_at(a.phase_list, a.gap_ms, t0 - start)
+        if gap > 0:
+            time.sleep(gap / 1000)
+        now = time.monotonic()
+        lat.append((now - t0) * 1000)
+        if a.report_ms > 0 and (now - last) * 1000 >= a.report_ms:
+            _emit("progress", a.name, t_s=now - start, iters=len(lat), window_s=now - last,
+                  window_iters=len(lat) - last_iters,
+                  it_per_s=(len(lat) - last_iters) / (now - last), mono_s=now)
+            last, last_iters = now, len(lat)
+    elapsed = time.monotonic() - start
+    s = sorted(lat) or [0.0]
+
+    def q(p: float) -> float:
+        return s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))]
+
+    _emit("summary", a.name, iters=len(lat), elapsed_s=elapsed,
+          it_per_s=len(lat) / elapsed if elapsed > 0 else 0.0,
+          lat_ms={"mean": sum(lat) / len(lat) if lat else 0.0, "p50": q(0.5), "p99": q(0.99),
+                  "min": s[0], "max": s[-1]},
+          loss=loss, interrupted=stop["now"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

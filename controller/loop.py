@@ -165,7 +165,8 @@ class ControlLoop:
         out: dict[int, DeviceSignals] = {}
         for idx, dseg in self.dev_segs.items():
             live = sum(s.busy for s in signals if s.device == idx)
-            out[idx] = DeviceSignals(idx, live)
+            out[idx] = DeviceSignals(idx, live, busy_seq=dseg.busy_seq,
+                                     gap_pred_ns=dseg.gap_pred_ns)
             seen = dseg.prod_active
             # a shim may be mid-transition: repair only a mismatch seen twice in a row
             if seen != live and self._mismatch.get(idx) == seen:

@@ -15,7 +15,7 @@
 
 #define GATE_STEP_NS 75000ull
 #define GAP_ABSURD_NS 10000000000ull /* a longer "gap" is a pause, not a pattern */
-#define GAP_MARGIN_NS 100000ull      /* + 5 %: host wake-up jitter on both sides */
+#define GAP_MARGIN_NS 50000ull       /* + 1/50: host wake-up jitter on both sides */
 
 struct tgs_dev_segment *tgs_gate_dev(void)
 {
@@ -50,7 +50,7 @@ static void gap_note(struct tgs_dev_segment *d)
         if (g && g < lo)
             lo = g;
     }
-    uint64_t margin = lo / 20 + GAP_MARGIN_NS;
+    uint64_t margin = lo / 50 + GAP_MARGIN_NS;
     __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
 }
 

@@ -1,4 +1,4 @@
-"""The default policy, `adaptive`: gate + in-flight cap + weighted time shares.
+"""The default policy, `adaptive`: gap-fit gate + in-flight cap + weighted time shares.
 
 Per device, every period (docs/policy.md has the reasoning and the figures):
 
@@ -9,17 +9,24 @@ Per device, every period (docs/policy.md has the reasoning and the figures):
    prod_active > 0, at most `gate_max_wait_us` (the starvation bound), so
    their work lands in production's idle gaps.
 3. Mode.  GUARD while production is live and was busy within the last
-   IDLE_PERIODS periods: each opportunistic process may have at most `k`
-   kernels' worth of its own work in flight (k = ceil(level * GUARD_KERNELS),
-   at least 1), which bounds how far it spills into production's next busy
-   phase.  OPEN once production has been idle IDLE_PERIODS periods in a row
-   (or has no live process): k = OPEN_KERNELS, a cap that costs a lone job
-   nothing but still bounds the queue production meets when it comes back.
-4. `level` in [LEVEL_MIN, 1] adapts by AIMD from an interference signal:
-   production's work rate while opportunistic work ran, against its rate while
-   none ran, both measured with production busy (duty >= BUSY_DUTY).  A drop
-   beyond INTERFERENCE (3 %) tightens (level x DECREASE, longer max wait);
-   otherwise level creeps back (+INCREASE per period).
+   IDLE_PERIODS periods: the gate adds FIT (a launch goes only if it and the
+   process's queued work end before production's predicted return; the shims
+   keep the gap history in the device segment).  Once the shims publish a gap
+   prediction, FIT bounds the spill-over and the in-flight cap is the loose
+   FIT_KERNELS; before that (plain WAIT) each process may have at most one
+   kernel in flight (GUARD_KERNELS).  OPEN once production has been idle
+   IDLE_PERIODS periods in a row (or has no live process): WAIT only, cap
+   OPEN_KERNELS, which costs a lone job nothing but still bounds the queue
+   production meets when it comes back.
+4. Safety net: `level` in [LEVEL_MIN, 1] adapts by AIMD from production's
+   work rate while opportunistic work ran against its rate in a short probe
+   with opportunistic work paused.  A drop beyond INTERFERENCE (3 %)
+   tightens (level x DECREASE: rate limits, longer max wait) and probes again
+   after PROBE_EVERY; otherwise level creeps back (+INCREASE) and the probe
+   interval doubles up to PROBE_EVERY_MAX, so a FIT gate that works costs
+   opportunistic jobs ~1.5 % instead of 11 %.
+   gate_max_wait_us is at least WAIT_CYCLES production cycles (busy phase +
+   gap, from the device segment's busy_seq), so FIT waits out a busy phase.
 5. Opportunistic jobs share, by weight, the GPU time production leaves
    (avail = 1 - duty in GUARD, 1 in OPEN).  Time is measured per job through
    its own solo work rate estimate (`solo`: work units per GPU-second), never
@@ -34,6 +41,7 @@ import math
 from dataclasses import dataclass
 
 from .base import (
+    GATE_FIT,
     GATE_WAIT,
     OPPORTUNISTIC,
     PRODUCTION,
@@ -46,13 +54,16 @@ from .base import (
 )
 
 DUTY_ALPHA = 0.3          # EMA weight of one prod_active sample (time constant ~3 periods)
-PROBE_EVERY = 2.0         # s of shared running between two solo probes of production
+PROBE_EVERY = 2.0         # s of shared running before a probe after a bad judgement
+PROBE_FIRST = 4.0         # ... before the first one on a device
+PROBE_EVERY_MAX = 16.0    # ... doubling after each good judgement up to this
 PROBE_LEN = 0.25          # s a probe pauses opportunistic work on the device
 PROBE_DRAIN = 0.06        # s at the start of a probe not counted (queued work drains)
-LEVEL_START = 0.5
+LEVEL_START = 1.0         # FIT protects from the start; the probes are the safety net
 PEAK_DECAY = 0.999        # per period, for an opportunistic job's unlimited work rate
 IDLE_PERIODS = 4          # idle periods before OPEN (200 ms at 50 ms)
-GUARD_KERNELS = 1         # in-flight kernels per opportunistic process in GUARD
+GUARD_KERNELS = 1         # in-flight kernels per opportunistic process in GUARD without gap history
+FIT_KERNELS = 16          # ... in GUARD once FIT has a prediction (FIT bounds the queue itself)
 OPEN_KERNELS = 16         # ... in OPEN
 LEVEL_MIN = 0.05
 DECREASE = 0.7
@@ -60,6 +71,8 @@ INCREASE = 0.1
 INTERFERENCE = 0.03       # production may lose at most 3 %
 WAIT_MIN_US = 20_000      # gate max wait at level 1
 WAIT_MAX_US = 200_000     # ... at LEVEL_MIN: the starvation bound is never longer
+WAIT_CYCLES = 4           # max wait covers this many production cycles (busy + gap)
+CYCLE_ALPHA = 0.3         # EMA weight of one period's mean production cycle
 THROTTLED = 0.05          # throttled_frac above which a job's rate limit binds
 PROBE = 1.1               # boost growth per period for a rate-bound job while time is spare
 UNBOOST = 0.8             # boost decay per period for a GPU-bound job while time is short
@@ -92,6 +105,11 @@ class _Dev:
     jobset: frozenset = frozenset()  # live opportunistic jobs at the last calibration
     calibrated: float = -1e9         # when the last calibration period started
     calibrating: bool = False
+    probe_every: float = PROBE_FIRST
+    busy_seq: int = -1               # the device segment's busy_seq last period
+    seq_t: float = 0.0               # when it last changed
+    cycle: float = 0.0               # EMA of production's cycle (s), 0 = none seen
+    fit: bool = False                # the shims publish a gap prediction
 
 
 @dataclass
@@ -129,6 +147,8 @@ class AdaptivePolicy(Policy):
             out.update(self._share(dev, now, opp))
             self.notes[index] = {"duty": round(dev.duty, 3), "level": round(dev.level, 3),
                                  "open": float(dev.mode == "open"),
+                                 "cycle_ms": round(dev.cycle * 1e3, 3),
+                                 "probe_every": dev.probe_every,
                                  "prod_rate_solo": dev.prod_rate_solo,
                                  "prod_rate_shared": dev.prod_rate_shared}
         return out
@@ -138,6 +158,12 @@ class AdaptivePolicy(Policy):
                        opp: list[JobSignals], now: float, dt: float) -> None:
         busy = sig.prod_active > 0 or any(j.busy for j in prod)
         dev.duty += DUTY_ALPHA * ((1.0 if busy else 0.0) - dev.duty)
+        dev.fit = sig.gap_pred_ns > 0
+        if 0 <= dev.busy_seq < sig.busy_seq and now > dev.seq_t:
+            dev.cycle = _ema(dev.cycle, (now - dev.seq_t) / (sig.busy_seq - dev.busy_seq),
+                             CYCLE_ALPHA)
+        if sig.busy_seq != dev.busy_seq:
+            dev.busy_seq, dev.seq_t = sig.busy_seq, now
         live = any(j.nproc > 0 for j in prod)
         working = any(j.work_rate > 0 for j in prod)
         dev.idle_periods = 0 if (busy or working) else dev.idle_periods + 1
@@ -146,7 +172,7 @@ class AdaptivePolicy(Policy):
             dev.probe_until = 0.0
             dev.acc_work = dev.acc_t = 0.0
             dev.opp_ran = False
-            dev.next_probe = now + PROBE_EVERY
+            dev.next_probe = now + dev.probe_every
             return
         pwork = sum(j.work_rate for j in prod) * dt
         if dev.probe_until > 0:                 # opportunistic work is paused: measure solo
@@ -158,7 +184,7 @@ class AdaptivePolicy(Policy):
                 dev.probe_until = 0.0
                 dev.acc_work = dev.acc_t = 0.0
                 dev.opp_ran = False
-                dev.next_probe = now + PROBE_EVERY
+                dev.next_probe = now + dev.probe_every
             return
         dev.acc_work += pwork
         dev.acc_t += dt
@@ -169,7 +195,7 @@ class AdaptivePolicy(Policy):
                 dev.probe_work = dev.probe_t = 0.0
             else:                               # nothing to compare: start a new window
                 dev.acc_work = dev.acc_t = 0.0
-                dev.next_probe = now + PROBE_EVERY
+                dev.next_probe = now + dev.probe_every
 
     @staticmethod
     def _judge(dev: _Dev) -> None:
@@ -181,8 +207,11 @@ class AdaptivePolicy(Policy):
         dev.prod_rate_solo, dev.prod_rate_shared = solo, shared
         if shared < solo * (1 - INTERFERENCE):
             dev.level = max(LEVEL_MIN, dev.level * DECREASE)
+            dev.probe_every = PROBE_EVERY
         else:
             dev.level = min(1.0, dev.level + INCREASE)
+            if dev.level >= 1.0:
+                dev.probe_every = min(PROBE_EVERY_MAX, dev.probe_every * 2)
 
     # ------------------------------------------------------------ opportunistic shares
     def _share(self, dev: _Dev, now: float, opp: list[JobSignals]) -> dict[str, Decision]:
@@ -190,9 +219,17 @@ class AdaptivePolicy(Policy):
         if not opp:
             return out
         open_ = dev.mode == "open"
-        kernels = OPEN_KERNELS if open_ else max(1, math.ceil(dev.level * GUARD_KERNELS))
+        if open_:
+            kernels, gate = OPEN_KERNELS, GATE_WAIT
+        elif dev.fit:
+            kernels, gate = FIT_KERNELS, GATE_WAIT | GATE_FIT
+        else:
+            kernels, gate = max(1, math.ceil(dev.level * GUARD_KERNELS)), GATE_WAIT | GATE_FIT
         frac = (dev.level - LEVEL_MIN) / (1 - LEVEL_MIN)
         wait_us = int(WAIT_MAX_US - frac * (WAIT_MAX_US - WAIT_MIN_US))
+        # a cycle running longer than usual (no new busy phase) counts as long as it lasts
+        cycle = max(dev.cycle, now - dev.seq_t) if dev.cycle > 0 else 0.0
+        wait_us = min(WAIT_MAX_US, max(wait_us, int(WAIT_CYCLES * cycle * 1e6)))
         avail = 1.0 if open_ else max(0.1, 1.0 - dev.duty)
         live = [j for j in opp if j.nproc > 0]
         rates = self._rates(dev, now, avail, live)
@@ -217,7 +254,7 @@ class AdaptivePolicy(Policy):
                 elif st.peak > 0:
                     rate = max(1.0, dev.level * avail * st.peak)
             st.given = rate
-            out[j.name] = Decision(rate=rate, inflight_cap=cap, gate=GATE_WAIT,
+            out[j.name] = Decision(rate=rate, inflight_cap=cap, gate=gate,
                                    gate_max_wait_us=wait_us, reason=reason)
         return out
 

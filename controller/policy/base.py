@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 GATE_PUBLISH = 1
 GATE_WAIT = 2
+GATE_FIT = 4      # with WAIT: only kernels predicted to end within production's idle gap
 PRODUCTION = "production"
 OPPORTUNISTIC = "opportunistic"
 
@@ -42,6 +43,8 @@ class JobSignals:
 class DeviceSignals:
     index: int
     prod_active: int = 0           # live production processes with GPU work queued now
+    busy_seq: int = 0              # production's idle -> busy transitions so far (device segment)
+    gap_pred_ns: int = 0           # the shims' prediction of production's next idle gap (0: none)
 
 
 @dataclass(frozen=True)

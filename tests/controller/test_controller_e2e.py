@@ -8,12 +8,16 @@ from pathlib import Path
 import pytest
 from ctl_helpers import daemon
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
+from tgs.controller.policy.base import GATE_FIT, GATE_WAIT
+from tgs.intercept import device
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
-# production: 4 x 1 ms kernels then a 3 ms host gap; opportunistic: back-to-back 0.2 ms kernels
+# production: 4 x 1 ms kernels then a 3 ms host gap; opportunistic: back-to-back 1 ms kernels
+# (long enough that one launched late in a gap runs into production's next phase: the FIT gate
+# must hold them back; production measured ~0.99 of solo, 0.91 before FIT)
 PROD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=3, seconds=4, name="prod")
-OPP = WorkloadSpec(kernels=20, kernel_us=200, gap_ms=0, seconds=6, name="opp")
+OPP = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=0, seconds=6, name="opp")
 
 
 def test_production_keeps_its_speed_and_opportunistic_progresses(
@@ -30,10 +34,13 @@ def test_production_keeps_its_speed_and_opportunistic_progresses(
             shared = run_workload(PROD, env=penv)
             jobs = {j["name"]: j for j in c.list()}
             assert jobs["prod"]["rate"] is None and jobs["prod"]["gate"] == 1
-            assert jobs["opp"]["gate"] == 2 and jobs["opp"]["inflight_cap"] > 0
+            assert jobs["opp"]["gate"] == GATE_WAIT | GATE_FIT and jobs["opp"]["inflight_cap"] > 0
+            seg_dir = Path(penv["TGS_SEGMENT"]).parent
+            with device.open_device(device.device_segment_path(seg_dir, 0)) as dev:
+                assert dev.gap_pred_ns > 0 and dev.busy_seq > 100   # production's gap history
             opp_res = opp.wait(timeout=60)
     ratio = shared.it_per_s / solo.it_per_s
     print(f"production solo {solo.it_per_s:.1f} it/s, shared {shared.it_per_s:.1f} it/s "
           f"({ratio:.3f}); opportunistic {opp_res.it_per_s:.1f} it/s")
-    assert ratio >= 0.90
+    assert ratio >= 0.93
     assert opp_res.it_per_s > 0 and opp_res.iters > 0

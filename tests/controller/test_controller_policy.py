@@ -8,7 +8,13 @@ import pytest
 from tgs.controller.policy import adaptive as A
 from tgs.controller.policy import make_policy
 from tgs.controller.policy import tgs_law as T
-from tgs.controller.policy.base import GATE_PUBLISH, GATE_WAIT, DeviceSignals, JobSignals
+from tgs.controller.policy.base import (
+    GATE_FIT,
+    GATE_PUBLISH,
+    GATE_WAIT,
+    DeviceSignals,
+    JobSignals,
+)
 
 DT = 0.05
 
@@ -110,16 +116,18 @@ def test_adaptive_tightens_on_interference_and_recovers() -> None:
         pol.decide(now, DT, {0: DeviceSignals(0, 0)}, [prod(0, nproc=0), opp("o", 1e5)])
     start = pol.devs[0].level
     seen_probe = False
-    for _ in range(round(12 / DT)):          # opportunistic work costs production 10 %
+    for _ in range(round(16 / DT)):          # opportunistic work costs production 10 %
         seen_probe |= step(0.10).reason == "probe"
     tight = last
     assert seen_probe and pol.devs[0].level < start * A.DECREASE ** 3
     assert tight.rate is not None and tight.rate < 0.2 * 1e5
+    assert pol.devs[0].probe_every == A.PROBE_EVERY      # suffering: probe often
     for _ in range(round(30 / DT)):          # no interference: back to unlimited
         back = step(0.0)
     assert pol.devs[0].level == 1.0
     assert back.gate_max_wait_us < tight.gate_max_wait_us
     assert back.rate is None or back.reason == "probe"
+    assert pol.devs[0].probe_every > A.PROBE_EVERY       # fine: probes grow rare
 
 
 @pytest.mark.parametrize("weights", [(3, 1), (1, 1), (1, 4)])
@@ -172,8 +180,37 @@ def test_adaptive_starvation_free_under_busy_production() -> None:
         dec = pol.decide(now, DT, {0: DeviceSignals(0, 1)}, jobs)
         for o in ("o1", "o2"):
             d = dec[o]
-            assert d.gate == GATE_WAIT and 0 < d.gate_max_wait_us <= A.WAIT_MAX_US
+            assert d.gate == GATE_WAIT | GATE_FIT and 0 < d.gate_max_wait_us <= A.WAIT_MAX_US
             assert d.inflight_cap >= 1 and (d.rate is None or d.rate >= 1)
+
+
+def test_adaptive_fit_gate_cap_and_max_wait_follow_production() -> None:
+    pol, now, seq = A.AdaptivePolicy(), 0.0, 0
+
+    def step(busy: int, pred: int, cycles: int = 0):
+        nonlocal now, seq
+        now += DT
+        seq += cycles
+        sig = DeviceSignals(0, busy, busy_seq=seq, gap_pred_ns=pred)
+        return pol.decide(now, DT, {0: sig}, [prod(2e6 if busy else 0, busy), opp("o", 1e5)])["o"]
+
+    d = step(1, 0)                           # production busy, no gap history yet: plain WAIT
+    assert d.gate == GATE_WAIT | GATE_FIT and d.inflight_cap == A.GUARD_KERNELS * 500
+    for _ in range(10):                      # a 5 ms cycle (10 per period), gaps predicted
+        d = step(1, 1_800_000, cycles=10)
+    assert d.reason == "guard" and d.gate == GATE_WAIT | GATE_FIT
+    assert d.inflight_cap == A.FIT_KERNELS * 500          # FIT bounds the queue itself
+    assert d.gate_max_wait_us == A.WAIT_MIN_US            # 4 cycles = 20 ms
+    for _ in range(30):                      # a 25 ms cycle: wait out 4 of them
+        d = step(1, 1_800_000, cycles=2)
+    assert d.gate_max_wait_us == pytest.approx(4 * 25_000, rel=0.05)
+    for _ in range(10):                      # no new busy phase (100 % duty): bounded wait
+        d = step(1, 1_800_000)
+    assert d.gate_max_wait_us == A.WAIT_MAX_US
+    for _ in range(A.IDLE_PERIODS + 1):      # production idle: open, WAIT only (no prediction)
+        d = step(0, 1_800_000)
+    assert d.reason == "open" and d.gate == GATE_WAIT
+    assert d.inflight_cap == A.OPEN_KERNELS * 500
 
 
 def test_tgs_law_profiles_then_slow_start_then_backs_off() -> None:

@@ -17,6 +17,7 @@ import mmap
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from tgs.bench.simstate import SIM_MAX_DEVICES, SimState, default_path
@@ -33,7 +34,9 @@ class GpuUnavailable(RuntimeError):
 def real_gpu_problem() -> str | None:
     """None when NVML sees a GPU and the real driver loads; else why not."""
     try:
-        import pynvml
+        with warnings.catch_warnings():     # pynvml warns that it is deprecated
+            warnings.simplefilter("ignore")
+            import pynvml
     except ImportError:
         return "pynvml is not installed"
     try:

@@ -204,7 +204,7 @@ struct tgs_dev_segment {
      * busy_seq: number of 0 -> 1 transitions (a new busy phase, so the gap
      *   after it is a new gap);
      * gap_pred_ns: conservative length of the next gap = min(gap_ns) less
-     *   5 % and 100 us, at least 1; 0 = no history yet */
+     *   2 % and 50 us, at least 1; 0 = no history yet */
     uint64_t idle_since_ns;
     uint64_t busy_seq;
     uint64_t gap_pred_ns;

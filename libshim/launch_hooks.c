@@ -81,7 +81,7 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
     TGS_EXPORT CUresult name params \
     { \
         tgs_pfn_##name fn_ = tgs_g.real.name; \
-        if (TGS_LIKELY(fn_ && tgs_launch_fast((work), (kernels)))) \
+        if (TGS_LIKELY(fn_ && tgs_launch_fast((work), (kernels), (stream)))) \
             return fn_ args; \
         return slow_##name args; \
     }

@@ -250,8 +250,17 @@ struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
  * relaxed load+store pairs on this thread's own lane: no lock, no atomic
  * read-modify-write, no clock, no syscall); 0 when the caller must take
  * tgs_launch_slow_before()/tgs_after_launch() instead.
+ *
+ * A production process (gate PUBLISH) stays on this path while it is already
+ * counted busy in the device segment: only its idle->busy transition (the
+ * first launch after a synchronize) takes the slow path.  It also notes the
+ * launch for the synchronize hooks (which stream, and that a launch happened
+ * since the last event record) with plain stores: a lost update between two
+ * racing threads can only delay the process being seen idle, never hide a
+ * launch that a later record did not cover.
  */
-static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, uint64_t kernels)
+static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, uint64_t kernels,
+                                                                 CUstream stream)
 {
     /* no calls in here: the hook stays a leaf that tail-jumps to the driver */
     if (TGS_UNLIKELY(!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE) || tgs_g.opt.debug_hits))
@@ -261,13 +270,20 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
         return st == TGS_ATTACH_OFF; /* pass-through, or attach first (slow) */
     struct tgs_slot *s = tgs_g.slot;
     struct tgs_lane *lane = tgs_tls.lane;
+    uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags);
     if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch || tgs_tls.shared ||
                      TGS_RELAXED_LOAD(&s->rate) != TGS_RATE_UNLIMITED ||
                      TGS_RELAXED_LOAD(&s->inflight_cap) ||
-                     TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags)))
+                     (gate && (gate != TGS_GATE_PUBLISH ||
+                               !TGS_RELAXED_LOAD(&tgs_g.dev_active)))))
         return 0;
     TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
     TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
+    if (gate) {
+        TGS_RELAXED_STORE(&tgs_g.launch_seq, TGS_RELAXED_LOAD(&tgs_g.launch_seq) + 1);
+        if (TGS_RELAXED_LOAD(&tgs_g.last_stream) != stream)
+            TGS_RELAXED_STORE(&tgs_g.last_stream, stream);
+    }
     return 1;
 }
 

@@ -113,3 +113,38 @@ def test_gate_publish(probe_bin: Path, tmp_path: Path, shim_env: dict[str, str])
             p.wait()
         seg.close()
         dev.close()
+
+
+def test_publish_fast_path_keeps_production_busy(probe_bin: Path, tmp_path: Path,
+                                                  shim_env: dict[str, str]) -> None:
+    """Busy production launches take the fast path, yet an event recorded before the latest
+    launches does not mark the process idle: only one that covers them does."""
+    seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
+    dev = device.create_device(tmp_path, 0)
+    env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+    cmds = ["init", "kick:1:1000:1000", "record", "kick:3:1000:1000", "evsync", "ready",
+            "record", "evsync", "ready"]
+    p = subprocess.Popen([str(probe_bin), *cmds], env=env, text=True, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        got = [p.stdout.readline().strip() for _ in range(6)]
+        assert got == ["init 0", "kick 0", "record 0", "kick 0", "evsync 0", "ready"]
+        assert dev.prod_active == 1, "an event recorded before the last launches ended busy"
+        (slot,) = seg.live_slots()
+        assert seg.counters(slot).launches == 4
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert [p.stdout.readline().strip() for _ in range(3)] == ["record 0", "evsync 0",
+                                                                   "ready"]
+        assert dev.prod_active == 0 and seg.slot(slot).dev_active == 0
+    finally:
+        if p.stdin:
+            p.stdin.close()
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        seg.close()
+        dev.close()

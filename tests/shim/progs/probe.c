@@ -17,6 +17,8 @@
  *   ex:N:G:B  coop:N:G:B  graph:K:N:G:B (K kernel nodes, N launches)
  *   proc:NAME:VER:FLAGS        call cuMemGetInfo-like NAME found by cuGetProcAddress_v2
  *   hits:SYM                   "hits <SYM> <count>" (tgs_shim_debug_hits, -2 without shim)
+ *   record  evsync             cuEventRecord of one event on the NULL stream, and
+ *                              cuEventSynchronize of it: "record <rc>", "evsync <rc>"
  *   ready                      prints "ready", waits for a line on stdin
  *   sleep:MS  sync
  */
@@ -171,6 +173,11 @@ static int cmd(const char *c)
         r = launch_n(n, (unsigned)g, (unsigned)b);
         if (!r) r = cuCtxSynchronize();
         printf("launch %llu %llu %llu %d\n", n, n * g * b, now_ns() - t0, r);
+    } else if (!strcmp(c, "record") || !strcmp(c, "evsync")) {
+        static CUevent ev;
+        r = ev ? CUDA_SUCCESS : cuEventCreate(&ev, 0);
+        if (!r) r = c[0] == 'r' ? cuEventRecord(ev, NULL) : cuEventSynchronize(ev);
+        printf("%s %d\n", c, r);
     } else if (!strncmp(c, "kick:", 5)) {
         r = launch_n(arg(c, 1), (unsigned)arg(c, 2), (unsigned)arg(c, 3));
         printf("kick %d\n", r);

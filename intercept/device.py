@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._header import const, ffi
+from .atomic_file import write_atomically
 from .segment import SegmentError
 
 DEV_MAGIC = const("TGS_DEV_MAGIC")
@@ -34,15 +35,7 @@ def create_device(segment_dir: str | os.PathLike[str], device_index: int) -> Dev
     d = f.cast("struct tgs_dev_segment *", f.from_buffer(buf))
     d.magic, d.version, d.size, d.device_index = DEV_MAGIC, DEV_VERSION, DEV_SIZE, device_index
     del d
-    tmp = final.with_name(f".{final.name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o660)
-    try:
-        os.fchmod(fd, 0o660)
-        os.write(fd, bytes(buf))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+    write_atomically(final, bytes(buf))
     return open_device(final)
 
 

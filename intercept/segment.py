@@ -17,6 +17,7 @@ from typing import Any
 
 from . import ofd
 from ._header import const, ffi
+from .atomic_file import write_atomically
 
 MAGIC = const("TGS_SEG_MAGIC")
 VERSION = const("TGS_SEG_VERSION")
@@ -132,23 +133,7 @@ def create(
     h.gate_flags, h.gate_max_wait_us = gate_flags, gate_max_wait_us
     del h
     final = Path(path)
-    tmp = final.with_name(f".{final.name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o660)
-    try:
-        os.fchmod(fd, 0o660)  # the umask must not narrow it
-        os.write(fd, bytes(buf))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, final)
-    dfd = os.open(final.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_atomically(final, bytes(buf))
     return open_segment(final)
 
 

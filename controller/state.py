@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from tgs.intercept.atomic_file import write_atomically
 
 STATE_VERSION = 1
 STATE_FILE = "controller.json"
@@ -86,21 +87,4 @@ class StateStore:
         self.ensure_dir()
         data = json.dumps({"version": STATE_VERSION, "jobs": [asdict(j) for j in state.jobs]},
                           indent=1, sort_keys=True).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".controller.", suffix=".tmp", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomically(self.path, data, mode=0o600)

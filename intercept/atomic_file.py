@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
 def write_atomically(final: Path, data: bytes, mode: int = 0o660) -> None:
     """Write ``data`` to a temp name beside ``final``, fsync, rename over it, fsync the dir."""
-    tmp = final.with_name(f".{final.name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    tmp = Path(name)
     try:
         os.fchmod(fd, mode)  # the umask must not narrow it
         os.write(fd, data)

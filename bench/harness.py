@@ -26,6 +26,8 @@ from tgs.bench.scenarios import JobDef
 from tgs.bench.workload import ProgressRecord, parse_output
 from tgs.controller.client import Client, ControllerUnavailable
 
+PROD_QUOTA = 2 << 30
+
 
 class HarnessError(RuntimeError):
     pass
@@ -215,7 +217,10 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
             client = ctl.start()
             stack.callback(client.close)
             for j in jobs:
-                reply = client.register(j.name, priority=j.role, weight=j.weight)
+                # production quotas may not add up past the device: a bounded one each
+                quota = PROD_QUOTA if j.production else None
+                reply = client.register(j.name, priority=j.role, weight=j.weight,
+                                        mem_quota=quota)
                 envs[j.name] = {**env, **reply["env"]}
         sampler.start()
         stack.callback(sampler.stop)

@@ -19,7 +19,7 @@ Definitions (docs/benchmarks.md repeats them):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tgs.bench import metrics as M
@@ -39,6 +39,7 @@ class ScenarioResult:
     solo: dict[str, RunRecord]          # by job name: the job alone
     prod_only: RunRecord | None         # production jobs together (None: one production job)
     runs: dict[str, RunRecord]          # by policy
+    failed: dict[str, str] = field(default_factory=dict)   # policy -> why its run failed
 
 
 def _window(rec: RunRecord, names: list[str]) -> tuple[float, float]:
@@ -157,7 +158,7 @@ def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
         out["opp_it_per_s"] = opp_rate
         out["opp_vs_solo"] = _mean([M.ratio(opp_rate[n], res.solo[n].jobs[n].it_per_s)
                                     for n in opp])
-        if sc.fairness and len(opp) > 1:
+        if sc.fairness and len(opp) > 1 and sum(opp_busy.values()) > 0.01 * span:
             jain, dev = M.weighted_fairness([opp_busy[n] for n in opp],
                                             [j.weight for j in sc.opportunistic])
             out["fairness_jain"] = jain
@@ -191,8 +192,13 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
 
 
 def summarise(results: list[ScenarioResult]) -> dict[str, Any]:
-    return {r.key: {"title": r.title, "baseline": baseline_metrics(r),
-                    "policies": {p: run_metrics(r, p) for p in r.runs}} for r in results}
+    out: dict[str, Any] = {}
+    for r in results:
+        out[r.key] = {"title": r.title, "baseline": baseline_metrics(r),
+                      "policies": {p: run_metrics(r, p) for p in r.runs}}
+        if r.failed:
+            out[r.key]["failed"] = r.failed
+    return out
 
 
 def _min(vals: Any) -> float:
@@ -253,4 +259,6 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{_f(m['p99_vs_solo'])} | {_f(m.get('harvest'))} | {_f(m.get('gpu_util'))} | "
                 f"{_f(m.get('opp_vs_solo'))} | {_r(m['reaction'])} | {_r(m['opp_reaction'])} | "
                 f"{fair} |")
+        for pol in s.get("failed", {}):
+            lines.append(f"| {key} | {pol} (failed) |" + " - |" * (len(COLUMNS) - 2))
     return "\n".join(lines) + "\n"

@@ -119,8 +119,14 @@ class Suite:
             prods = [dataclasses.replace(j, start_s=j.start_s - lead) for j in base.production]
             prod_only = self._run(key, "prod-only", None, prods)
         scs = {p: self._scenario(key, p) for p in self.cfg.policies}
-        runs = {p: self._run(key, p, p, scs[p].jobs) for p in self.cfg.policies}
-        return ScenarioResult(key, base.title, scs, solo, prod_only, runs)
+        runs, failed = {}, {}
+        for p in self.cfg.policies:
+            try:
+                runs[p] = self._run(key, p, p, scs[p].jobs)
+            except Exception as exc:      # one broken run must not lose the whole suite
+                failed[p] = f"{exc.__class__.__name__}: {exc}"
+                self.cfg.log(f"  {key} {p:<14} FAILED: {failed[p]}")
+        return ScenarioResult(key, base.title, scs, solo, prod_only, runs, failed)
 
 
 def run_suite(cfg: SuiteConfig, micro: dict[str, str] | None = None) -> dict[str, Any]:

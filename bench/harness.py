@@ -152,6 +152,8 @@ class RunRecord:
                 "wall_s": round(self.wall_s, 3), "t0": self.t0,
                 "jobs": {k: v.to_dict() for k, v in self.jobs.items()},
                 "device_busy": [[round(t, 4), round(b, 6)] for t, b in self.device_busy],
+                "proc_busy": {str(pid): [[round(t, 4), round(b, 6)] for t, b in series]
+                              for pid, series in self.proc_busy.items()},
                 "policy_state": self.policy_state, "sampler_error": self.sampler_error}
 
 

@@ -64,7 +64,8 @@ def _react(job: JobRun, changes: list[tuple[float, float]], target: float | None
     `floor` counts as never reached (a job held at ~0 has nothing to settle to)."""
     rates = M.rate_series(job.cumulative(), RATE_WINDOW_S)
     out = []
-    for tc, te in changes:
+    for tc, end in changes:
+        te = end - RATE_WINDOW_S / 2      # later windows already see the next change
         r = M.reaction_time(rates, tc, te, target=target)
         if r is None and floor > 0:
             r = M.Reaction(te - tc, False, 0.0)     # no progress at all after the change
@@ -116,8 +117,8 @@ def reactions(sc: Scenario, rec: RunRecord, opp_solo: float = 0.0
         if not cum:
             return None, None
         rising = [(cum[0][0], cum[-1][0])]
-        opp_end = min((rec.jobs[o.name].cumulative() or [(0.0, 0.0)])[-1][0] for o in opp) \
-            if opp else cum[-1][0]
+        # the opportunistic job's scheduled end (a job held at ~0 may print nothing at all)
+        opp_end = rec.t0 + opp[0].start_s + opp[0].seconds if opp else cum[-1][0]
         falling = [(cum[-1][0], opp_end)]
     p = _reaction_summary(_react(pj, rising))
     o = None

@@ -148,3 +148,20 @@ def test_publish_fast_path_keeps_production_busy(probe_bin: Path, tmp_path: Path
             p.wait()
         seg.close()
         dev.close()
+
+
+def test_inflight_cap_paces_launches_by_completion(probe_bin: Path, job: Job) -> None:
+    """With a cap of one kernel's work, each launch waits for the previous kernel to finish;
+    without a cap the launches are asynchronous. Kernels: 2000 x 1000 threads = 2 ms each."""
+    kern = ("2000", "1000")
+    free = run_probe(probe_bin, job.env, "init", f"timed:5:{kern[0]}:{kern[1]}", "sync")
+    _, n, free_ns, rc = free[1].split()
+    assert rc == "0" and n == "5"
+    job.seg.set_defaults(SlotDefaults(inflight_cap=2000 * 1000))
+    capped = run_probe(probe_bin, job.env, "init", f"timed:5:{kern[0]}:{kern[1]}", "sync")
+    _, _, capped_ns, rc = capped[1].split()
+    assert rc == "0"
+    # uncapped: five asynchronous launches take far less than one kernel (2 ms);
+    # capped: launches 2..5 each wait for the previous kernel: about 4 x 2 ms
+    assert int(free_ns) < 2_000_000, free_ns
+    assert int(capped_ns) > 5_000_000, capped_ns

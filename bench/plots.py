@@ -97,8 +97,9 @@ def headline_bars(summary: dict[str, Any], path: Path, dpi: int = 80) -> Path:
         ax.set_title(label, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper center", ncol=len(policies))
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

@@ -55,7 +55,7 @@ def _check_built(gpu: str) -> None:
               type=click.Choice(KEYS, case_sensitive=False), help="Only these (repeatable).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
               help="Only these policies (repeatable; solo baselines always run).")
-@click.option("--quick", is_flag=True, help="Much shorter runs (about 2 minutes in all).")
+@click.option("--quick", is_flag=True, help="Much shorter runs (a smoke run: noisier figures).")
 @click.option("--gpu", type=click.Choice(GPU_MODES), default="auto", show_default=True,
               help="Simulated GPU, a real one (through NVML and the driver), or real if present.")
 @click.option("--torch", "use_torch", is_flag=True,

@@ -144,8 +144,8 @@ class Budget:
     solo_s: float = 6.0
 
 
-QUICK = Budget(prod_s=4.0, tgs_prod_s=4.0, phase_s=2.5, cycles=1, s4=(1.5, 3.0, 2.0),
-               solo_s=3.0)
+QUICK = Budget(prod_s=2.5, tgs_prod_s=2.5, phase_s=1.5, cycles=1, s4=(1.0, 2.0, 1.5),
+               solo_s=2.0)
 FULL = Budget()
 KEYS = ("S1", "S2", "S3", "S4", "S5", "S6")
 

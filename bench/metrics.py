@@ -65,13 +65,15 @@ class Reaction:
 
 
 def reaction_time(rates: Series, t_change: float, t_end: float, band: float = 0.05,
-                  steady_frac: float = 0.4, target: float | None = None) -> Reaction | None:
-    """Settling time of `rates` after `t_change` within [t_change, t_end]; None without data.
+                  steady_frac: float = 0.4, target: float | None = None,
+                  hold: float = 1.0) -> Reaction | None:
+    """Reaction of `rates` to a change at `t_change`, within [t_change, t_end]; None without data.
 
     The new steady state is `target` if given, else the median rate over the last
-    `steady_frac` of the interval; the reaction time is from t_change to the first sample from
-    which every later sample of the interval stays within +-band of it (settling time, as in
-    control theory).
+    `steady_frac` of the interval.  The reaction time is from t_change until the throughput is
+    within +-band of it (the issue's definition) and stays there for `hold` seconds (or to the
+    end of the interval), so one noisy window neither ends nor restarts the count: a dip
+    seconds later (e.g. a policy's measurement pause) is not part of the reaction.
     """
     span = t_end - t_change
     inside = [(t, r) for t, r in rates if t_change <= t <= t_end]
@@ -81,16 +83,15 @@ def reaction_time(rates: Series, t_change: float, t_end: float, band: float = 0.
     steady = statistics.median(tail) if target is None else target
     if steady <= 0:
         return Reaction(0.0, True, 0.0)
-    last_out = None
-    for i, (_, r) in enumerate(inside):
-        if abs(r - steady) > band * steady:
-            last_out = i
-    if last_out is None:
-        return Reaction(0.0, True, steady)
-    if last_out + 1 >= len(inside) or (target is None and
-                                       inside[last_out + 1][0] >= t_end - steady_frac * span):
-        return Reaction(span, False, steady)
-    return Reaction(max(0.0, inside[last_out + 1][0] - t_change), True, steady)
+    ok = [abs(r - steady) <= band * steady for _, r in inside]
+    for i, (t, _) in enumerate(inside):
+        if not ok[i]:
+            continue
+        until = min(t + hold, inside[-1][0])
+        if all(ok[k] for k in range(i, len(inside)) if inside[k][0] <= until):
+            # in the band from the first sample on: faster than the series can resolve
+            return Reaction(0.0 if i == 0 else max(0.0, t - t_change), True, steady)
+    return Reaction(span, False, steady)
 
 
 def harvest(opp_busy_s: float, window_s: float, solo_util: float) -> float:

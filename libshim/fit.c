@@ -155,7 +155,7 @@ int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream)
             break;
         pthread_mutex_unlock(&f->mu);
         uint64_t left = max_ns - waited;
-        tgs_sleep_ns(left < GATE_STEP_NS ? left : GATE_STEP_NS);
+        tgs_gate_sleep(d, left < GATE_STEP_NS ? left : GATE_STEP_NS);
         now = tgs_now_ns();
         pthread_mutex_lock(&f->mu);
     }

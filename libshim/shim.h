@@ -233,6 +233,7 @@ struct tgs_dev_segment *tgs_gate_dev(void); /* the device segment, or NULL (warn
 void tgs_gate_wait(struct tgs_seg_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s);
 void tgs_gate_idle(void);
+void tgs_gate_sleep(struct tgs_dev_segment *d, uint64_t ns); /* wakes when production idles */
 
 /* fit.c: the FIT gate; returns 1 when this launch is to be timed (then pass
  * it to tgs_fit_after with the launch's result) */

@@ -11,6 +11,12 @@
  * at most gate_max_wait_us, then goes.  Without a valid device segment
  * gating is off (one stderr line).
  */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "shim.h"
 
 #define GATE_STEP_NS 75000ull
@@ -54,6 +60,31 @@ static void gap_note(struct tgs_dev_segment *d)
     __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
 }
 
+/* The GPU just went idle for production: wake opportunistic shims waiting
+ * for it at once (a syscall only when someone waits). */
+static void wake_waiters(struct tgs_dev_segment *d)
+{
+    __atomic_add_fetch(&d->idle_futex, 1, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&d->waiters, __ATOMIC_ACQUIRE))
+        syscall(SYS_futex, &d->idle_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleep up to ns, returning early when production goes idle.  Reading the
+ * futex word before prod_active means a transition in between changes the
+ * word, and FUTEX_WAIT then returns at once: no wake-up is lost. */
+void tgs_gate_sleep(struct tgs_dev_segment *d, uint64_t ns)
+{
+    uint32_t seq = __atomic_load_n(&d->idle_futex, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE)) {
+        tgs_sleep_ns(ns);   /* already idle: waiting for another reason */
+        return;
+    }
+    struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+    __atomic_add_fetch(&d->waiters, 1, __ATOMIC_ACQ_REL);
+    syscall(SYS_futex, &d->idle_futex, FUTEX_WAIT, seq, &ts, NULL, 0);
+    __atomic_sub_fetch(&d->waiters, 1, __ATOMIC_ACQ_REL);
+}
+
 void tgs_gate_wait(struct tgs_seg_header *h)
 {
     if (!have_dev() || !TGS_RELAXED_LOAD(&tgs_g.dev->prod_active))
@@ -62,7 +93,7 @@ void tgs_gate_wait(struct tgs_seg_header *h)
     uint64_t start = tgs_now_ns(), now = start;
     while (TGS_RELAXED_LOAD(&tgs_g.dev->prod_active) && now - start < max_ns) {
         uint64_t left = max_ns - (now - start);
-        tgs_sleep_ns(left < GATE_STEP_NS ? left : GATE_STEP_NS);
+        tgs_gate_sleep(tgs_g.dev, left < GATE_STEP_NS ? left : GATE_STEP_NS);
         now = tgs_now_ns();
     }
     if (tgs_g.slot)
@@ -101,8 +132,11 @@ void tgs_gate_idle(void)
         if (v == 1)
             __atomic_store_n(&d->idle_since_ns, now, __ATOMIC_RELEASE);
         if (__atomic_compare_exchange_n(&d->prod_active, &v, v - 1, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
+                                        __ATOMIC_RELAXED)) {
+            if (v == 1)
+                wake_waiters(d);
             break;
+        }
     }
 }
 

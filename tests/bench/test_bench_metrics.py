@@ -114,3 +114,13 @@ def test_markdown_table_marks_unsettled_reactions() -> None:
                           "opp_reaction": {"seconds": 5.0, "settled": False, "each": [5.0]}}}}}
     text = markdown(summary)
     assert "| S3 | tgs | 20 | 1.00 | 1.00 | 0.00 | 0.50 | 0.00 | 0.10 | >=5.0 | - |" in text
+
+
+def test_reaction_ignores_a_dip_long_after_settling() -> None:
+    # steps to 300 at t = 2 and stays, but for a 0.25 s pause at t = 4.5 (a measurement probe)
+    def rate(t: float) -> float:
+        if t < 2.0:
+            return 100.0
+        return 0.0 if 4.5 <= t < 4.75 else 300.0
+    r = M.reaction_time(M.rate_series(_cumulative(rate, 8.0), 0.25), 2.0, 8.0)
+    assert r is not None and r.settled and r.seconds <= 0.2

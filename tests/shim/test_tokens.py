@@ -165,3 +165,44 @@ def test_inflight_cap_paces_launches_by_completion(probe_bin: Path, job: Job) ->
     # capped: launches 2..5 each wait for the previous kernel: about 4 x 2 ms
     assert int(free_ns) < 2_000_000, free_ns
     assert int(capped_ns) > 5_000_000, capped_ns
+
+
+def test_waiting_opportunistic_launch_sleeps_on_the_futex(probe_bin: Path, tmp_path: Path,
+                                                         shim_env: dict[str, str]) -> None:
+    """A launch held by the gate waits on the device segment's futex word (counted in
+    `waiters`), and a real production shim going idle bumps the word and releases it."""
+    oseg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                          gate_flags=segment.GATE_WAIT, gate_max_wait_us=20_000_000)
+    pseg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
+    dev = device.create_device(tmp_path, 0)
+    prod = subprocess.Popen([str(probe_bin), "init", "kick:1:1000:1000", "ready", "sync"],
+                            env=dict(shim_env, TGS_SEGMENT=str(pseg.path)), text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    opp = None
+    try:
+        assert prod.stdout is not None and prod.stdin is not None
+        assert [prod.stdout.readline().strip() for _ in range(3)] == ["init 0", "kick 0", "ready"]
+        assert dev.prod_active == 1
+        seq0 = int(dev.view.idle_futex)
+        opp = subprocess.Popen([str(probe_bin), "init", "launch:1:1:32"],
+                               env=dict(shim_env, TGS_SEGMENT=str(oseg.path)), text=True,
+                               stdout=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while int(dev.view.waiters) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert int(dev.view.waiters) == 1, "the held launch is not waiting on the futex"
+        t0 = time.monotonic()
+        prod.stdin.write("go\n")
+        prod.stdin.flush()
+        out, _ = opp.communicate(timeout=10)
+        assert time.monotonic() - t0 < 5            # released by production, not the 20 s bound
+        assert out.splitlines()[1].split()[-1] == "0"
+        assert int(dev.view.idle_futex) == seq0 + 1 and int(dev.view.waiters) == 0
+    finally:
+        for p in (prod, opp):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        oseg.close()
+        pseg.close()
+        dev.close()

@@ -208,7 +208,14 @@ struct tgs_dev_segment {
     uint64_t idle_since_ns;
     uint64_t busy_seq;
     uint64_t gap_pred_ns;
-    uint64_t pad2[4];
+    /* wake-up of waiting opportunistic shims: idle_futex is incremented on
+     * every 1 -> 0 transition of prod_active, and the production shim then
+     * calls FUTEX_WAKE (shared, not private) on it if waiters > 0; a waiter
+     * reads idle_futex, then prod_active, then FUTEX_WAITs on the value it
+     * read, with a timeout (so nothing is lost if a waiter died counted) */
+    uint32_t idle_futex;
+    uint32_t waiters;
+    uint64_t pad2[3];
 };
 /* CDEF-END */
 

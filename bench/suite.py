@@ -23,6 +23,7 @@ from typing import Any
 
 from tgs.bench import plots
 from tgs.bench.harness import RunRecord, run_jobs, save_run
+from tgs.bench.overhead import cpu_model
 from tgs.bench.report import ScenarioResult, markdown, summarise
 from tgs.bench.scenarios import FULL, POLICIES, Budget, JobDef, Scenario, build, use_torch
 
@@ -45,16 +46,6 @@ def interrupt_on_sigterm() -> None:
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, handler)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def machine() -> dict[str, Any]:

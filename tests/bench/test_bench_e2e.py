@@ -103,6 +103,14 @@ def test_torch_loop_fails_clearly_without_pytorch_or_cuda() -> None:
     assert bad.returncode == 2 and "--phases" in bad.stderr
 
 
+def _cmdline(p: psutil.Process) -> str:
+    """A child's command line, or "" if it exited (or is a zombie) meanwhile."""
+    try:
+        return " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):   # ZombieProcess is a NoSuchProcess
+        return ""
+
+
 @pytest.mark.timeout(90)
 def test_sigterm_stops_every_process_it_started(tmp_path: Path, shim_lib: Path, sim_lib: Path,
                                                 workload_bin: Path) -> None:
@@ -117,8 +125,7 @@ def test_sigterm_stops_every_process_it_started(tmp_path: Path, shim_lib: Path, 
         # wait until the policy run is on: a controller and two jobs alive
         while time.monotonic() < deadline and proc.poll() is None:
             children = psutil.Process(proc.pid).children(recursive=True)
-            if any("tgs.controller" in " ".join(c.cmdline()) for c in children
-                   if c.is_running()) and len(children) >= 3:
+            if any("tgs.controller" in _cmdline(c) for c in children) and len(children) >= 3:
                 break
             time.sleep(0.1)
         assert proc.poll() is None and len(children) >= 3, "the policy run never started"

@@ -40,7 +40,9 @@ spec:
 
 def invoke(ctl: Ctl, *args: str, input: str | None = None):  # type: ignore[no-untyped-def]
     return CliRunner().invoke(inject_mod.cli, ["--controller", ctl.addr, *args], input=input,
-                              env={"TGS_RUNTIME_DIR": str(ctl.runtime)})
+                              env={"TGS_RUNTIME_DIR": str(ctl.runtime),
+                                   # the test's own simulated GPU, never the user's default one
+                                   "TGS_SIM_STATE": ctl.env["TGS_SIM_STATE"]})
 
 
 @pytest.fixture

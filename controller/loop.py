@@ -31,10 +31,24 @@ class _Track:
     gate: tuple[int, int] | None = None
     defaults: tuple[int, int, int] | None = None
     seen_live: bool = False
+    masks: dict[int, tuple[int, int]] = field(default_factory=dict)  # slot -> (gen, gap mask)
     # exact job totals (segment.h: retired + live lanes), monotonic
     work_total: int = 0
     launches_total: int = 0
     throttled_ns_total: int = 0
+
+
+def deal_bits(mask: int, n: int) -> list[int]:
+    """Deal the set bits of `mask` out among n processes in turn (disjoint masks)."""
+    if n <= 0:
+        return []
+    out = [0] * n
+    k = 0
+    for b in range(64):
+        if mask >> b & 1:
+            out[k % n] |= 1 << b
+            k += 1
+    return out
 
 
 def _moved(old: int, new: int) -> bool:
@@ -203,6 +217,10 @@ class ControlLoop:
         for s in live:
             if s.cap != cap or _moved(s.rate, rate) or _moved(s.burst, burst):
                 seg.seg.set_rate(s.slot, rate, burst, cap)
+        for s, mask in zip(live, deal_bits(dec.gap_mask, len(live))):
+            if tr.masks.get(s.slot) != (s.generation, mask):
+                seg.seg.set_gap_mask(s.slot, mask)
+                tr.masks[s.slot] = (s.generation, mask)
 
     def _stats(self, job: Job, sig: JobSignals, live: list[SlotSample],
                dec: Decision | None) -> dict[str, Any]:

@@ -228,6 +228,12 @@ class Segment:
         s.rate = _u64("rate", rate)
         s.control_seq += 1
 
+    def set_gap_mask(self, slot: int, mask: int) -> None:
+        """FIT gaps this process may open (bit busy_seq % 64); 0 = any (segment.h)."""
+        s = self.slot(slot)
+        s.gap_mask = _u64("gap_mask", mask)
+        s.control_seq += 1
+
     def set_gate(self, flags: int, max_wait_us: int) -> None:
         if flags & ~(GATE_PUBLISH | GATE_WAIT | GATE_FIT):
             raise ValueError(f"unknown gate flags {flags:#x}")

@@ -26,6 +26,9 @@
  *     fresh one, or one that outlasted the history), where it delays
  *     production least;
  *   - at gate_max_wait_us it goes anyway (starvation bound).
+ * With several opportunistic jobs the controller gives each process a gap
+ * mask (slot.gap_mask): in the first half it only opens gaps it owns, or
+ * gaps whose owner left them unclaimed (gap_mine).
  * Everything here is on the throttled slow path; a lost event or a missing
  * device segment degrades to plain WAIT / no gating, never to an error.
  */
@@ -95,6 +98,21 @@ static uint64_t gap_max(struct tgs_dev_segment *d)
 
 enum verdict { WAIT_MORE = 0, GO };
 
+/* Weighted sharing of the gaps among opportunistic jobs (slot.gap_mask): a
+ * gap belongs to the processes whose mask has bit busy_seq % 64; others may
+ * use it once its owner has let TGS_GAP_CLAIM_GRACE_NS pass unclaimed. */
+static int gap_mine(struct tgs_dev_segment *d, uint64_t age)
+{
+    uint64_t mask = tgs_g.slot ? TGS_RELAXED_LOAD(&tgs_g.slot->gap_mask) : 0;
+    if (!mask)
+        return 1;
+    uint64_t g = __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE);
+    if ((mask >> (g % 64)) & 1)
+        return 1;
+    return age >= TGS_GAP_CLAIM_GRACE_NS &&
+           __atomic_load_n(&d->gap_claim, __ATOMIC_ACQUIRE) != g + 1;
+}
+
 /* May the launch go now?  second: in the second half of the wait.  Caller
  * holds mu (est, q_until, the pending sample). */
 static enum verdict judge(struct tgs_dev_segment *d, uint64_t now, uint64_t work, int second)
@@ -110,6 +128,8 @@ static enum verdict judge(struct tgs_dev_segment *d, uint64_t now, uint64_t work
     int outlasted = age > 2 * gap_max(d);
     if (second)
         return age <= FRESH_NS || outlasted ? GO : WAIT_MORE;
+    if (!gap_mine(d, age))
+        return WAIT_MORE;
     if (f->est == 0.0)                               /* first sample still running */
         return f->pending ? WAIT_MORE : GO;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
@@ -159,6 +179,9 @@ int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream)
         now = tgs_now_ns();
         pthread_mutex_lock(&f->mu);
     }
+    if (!__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE))   /* launching into a gap */
+        __atomic_store_n(&d->gap_claim, __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE) + 1,
+                         __ATOMIC_RELEASE);
     int sampled = commit(d, now, work, stream);
     pthread_mutex_unlock(&f->mu);
     if (now != start && tgs_g.slot)

@@ -82,6 +82,23 @@ CALIBRATE_S = 2.0         # one unlimited period this often re-measures solo rat
 MIN_SHARE = 0.02          # no opportunistic job gets less than this time share (no starvation)
 
 
+def gap_masks(weights: dict[str, int]) -> dict[str, int]:
+    """Disjoint 64-bit gap masks in proportion to the weights, interleaved (smooth weighted
+    round robin), so each job owns its share of production's gaps (bit = busy_seq % 64)."""
+    if len(weights) < 2:
+        return {}
+    total = sum(weights.values())
+    cur = dict.fromkeys(weights, 0)
+    out = dict.fromkeys(weights, 0)
+    for b in range(64):
+        for n, w in weights.items():
+            cur[n] += w
+        pick = max(sorted(cur), key=lambda n: cur[n])
+        cur[pick] -= total
+        out[pick] |= 1 << b
+    return out
+
+
 def _ema(old: float, sample: float, alpha: float) -> float:
     return sample if old == 0 else old + alpha * (sample - old)
 
@@ -232,7 +249,11 @@ class AdaptivePolicy(Policy):
         wait_us = min(WAIT_MAX_US, max(wait_us, int(WAIT_CYCLES * cycle * 1e6)))
         avail = 1.0 if open_ else max(0.1, 1.0 - dev.duty)
         live = [j for j in opp if j.nproc > 0]
-        rates = self._rates(dev, now, avail, live)
+        # FIT: each job owns gaps in proportion to its weight (the gap, not the token rate,
+        # is what binds under FIT; an owner's unused gap is open to the others), so the
+        # weighted token rates are not needed on top: an owner fills its whole gap
+        masks = gap_masks({j.name: j.weight for j in live}) if gate & GATE_FIT else {}
+        rates = {} if masks else self._rates(dev, now, avail, live)
         probing = dev.probe_until > 0
         for j in opp:
             st = self.opps.setdefault(j.name, _Opp())
@@ -254,8 +275,13 @@ class AdaptivePolicy(Policy):
                 elif st.peak > 0:
                     rate = max(1.0, dev.level * avail * st.peak)
             st.given = rate
+            mask = masks.get(j.name, 0)
+            wait_j = wait_us
+            if mask:   # FIT's patient first half must outlast the gaps owned by others
+                own = bin(mask).count("1") / 64
+                wait_j = min(WAIT_MAX_US, max(wait_us, int(2 * (1 / own + 1) * cycle * 1e6)))
             out[j.name] = Decision(rate=rate, inflight_cap=cap, gate=gate,
-                                   gate_max_wait_us=wait_us, reason=reason)
+                                   gate_max_wait_us=wait_j, gap_mask=mask, reason=reason)
         return out
 
     def _rates(self, dev: _Dev, now: float, avail: float,

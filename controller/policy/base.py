@@ -49,13 +49,15 @@ class DeviceSignals:
 
 @dataclass(frozen=True)
 class Decision:
-    """Controls for one job; the loop splits `rate` evenly over its processes."""
+    """Controls for one job; the loop splits `rate` evenly over its processes and deals the
+    bits of `gap_mask` out among them."""
 
     rate: float | None = None      # job's work units per second; None = unlimited
     burst_s: float = 0.02          # bucket depth, in seconds of `rate`
     inflight_cap: int = 0          # per process, work units; 0 = no cap
     gate: int = 0                  # GATE_* flags
     gate_max_wait_us: int = 0
+    gap_mask: int = 0              # FIT gaps the job may open (bit busy_seq % 64); 0 = any
     reason: str = ""               # shown in metrics: which rule produced it
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from tgs.controller.loop import deal_bits
 from tgs.controller.policy import adaptive as A
 from tgs.controller.policy import make_policy
 from tgs.controller.policy import tgs_law as T
@@ -12,6 +13,7 @@ from tgs.controller.policy.base import (
     GATE_FIT,
     GATE_PUBLISH,
     GATE_WAIT,
+    Decision,
     DeviceSignals,
     JobSignals,
 )
@@ -245,3 +247,39 @@ def test_static_share_of_solo_estimate() -> None:
         make_policy("static", static_share=1.5)
     with pytest.raises(ValueError):
         make_policy("nope")
+
+
+def test_gap_masks_are_disjoint_and_weighted() -> None:
+    m = A.gap_masks({"a": 1, "b": 1, "c": 2})
+    assert {n: bin(v).count("1") for n, v in m.items()} == {"a": 16, "b": 16, "c": 32}
+    assert m["a"] & m["b"] == m["a"] & m["c"] == m["b"] & m["c"] == 0
+    assert m["a"] | m["b"] | m["c"] == (1 << 64) - 1
+    # interleaved, so nobody waits long for its next own gap: at most 64/count + 1 apart
+    for n, v in m.items():
+        bits = [b for b in range(64) if v >> b & 1]
+        gaps = [(bits[(i + 1) % len(bits)] - b) % 64 for i, b in enumerate(bits)]
+        assert max(gaps) <= 64 / len(bits) + 1, (n, gaps)
+    assert A.gap_masks({"only": 3}) == {}
+    assert deal_bits(0b1011, 2) == [0b1001, 0b0010] and deal_bits(5, 0) == []
+
+
+def test_adaptive_shares_gaps_by_weight_under_fit() -> None:
+    """Under FIT the gaps bind, not the token rates: several opportunistic jobs get disjoint
+    gap masks by weight, no weighted rate limit on top, and a first-half wait long enough to
+    reach their next own gap."""
+    pol, now, seq = A.AdaptivePolicy(), 0.0, 0
+    d: dict[str, Decision] = {}
+    for _ in range(20):                      # production cycles every 5 ms, gaps predicted
+        now += DT
+        seq += 10
+        sig = DeviceSignals(0, 1, busy_seq=seq, gap_pred_ns=1_800_000)
+        d = pol.decide(now, DT, {0: sig}, [prod(2e6, 1), opp("a", 1e5, weight=1),
+                                           opp("b", 1e5, weight=3)])
+    a, b = d["a"], d["b"]
+    assert a.gate == b.gate == GATE_WAIT | GATE_FIT
+    assert bin(a.gap_mask).count("1") == 16 and bin(b.gap_mask).count("1") == 48
+    assert a.gap_mask & b.gap_mask == 0
+    assert a.rate is None and b.rate is None
+    # a owns 1 gap in 4: its patient first half spans 2 x (4 + 1) cycles of 5 ms
+    assert a.gate_max_wait_us == pytest.approx(50_000, rel=0.1)
+    assert b.gate_max_wait_us < a.gate_max_wait_us

@@ -154,3 +154,42 @@ def test_gap_that_outlasts_history_lets_one_kernel_at_a_time_go(
     waited = int(lines[2].split()[2])
     # each 1 ms kernel waits for the one before (and the first for its timing): not max wait
     assert 2e6 <= waited < 2e9, waited
+
+
+def test_gap_ownership(probe_bin: Path,
+                       opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
+    """With a gap mask, a process opens only the gaps it owns (bit busy_seq % 64), or a gap
+    its owner left unclaimed for the grace time; a claimed gap of another job stays shut."""
+    env, seg, dev = opp
+    p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:2000:1000",
+              "ready", "timed:1:2000:1000", "ready", "timed:1:2000:1000")
+    timers: list[threading.Timer] = []
+    try:
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        (slot,) = seg.live_slots()
+        set_history(dev, 1_000_000_000, 950_000_000)       # gaps of 1 s: a 2 ms kernel fits
+        seq = int(dev.view.busy_seq)
+        seg.set_gap_mask(slot, 1 << (seq % 64))             # this gap is ours
+        go_idle(dev, ago_ns=1_000_000)
+        p.go()
+        assert p.timed_ns() < 0.25e9                        # owner: at once
+        assert int(dev.view.gap_claim) == seq + 1           # ... and it claimed the gap
+        assert p.line() == "ready"
+        seg.set_gap_mask(slot, 1 << ((seq + 1) % 64))       # someone else's gap, claimed
+        p.go()
+        timers = [threading.Timer(0.4, go_busy, args=(dev,)),     # next gap: ours
+                  threading.Timer(0.5, go_idle, args=(dev,))]
+        for t in timers:
+            t.start()
+        waited = p.timed_ns()
+        assert 0.35e9 <= waited < 4e9, waited               # waited for its own gap
+        assert p.line() == "ready"
+        go_busy(dev)                                        # a gap of another owner ...
+        go_busy(dev)
+        go_idle(dev, ago_ns=1_000_000)                      # ... left unclaimed for 1 ms
+        p.go()
+        assert p.timed_ns() < 0.25e9                        # work conserving: it may go
+    finally:
+        for t in timers:
+            t.cancel()
+        p.close()

@@ -97,6 +97,8 @@
 #define TGS_GATE_FIT 4
 #define TGS_GAP_RING 4
 
+#define TGS_GAP_CLAIM_GRACE_NS 150000
+
 #define TGS_DEV_MAGIC 0x3156454453474754
 #define TGS_DEV_VERSION 1
 
@@ -124,7 +126,12 @@ struct tgs_slot {
     uint64_t burst;         /* bucket depth in work units */
     uint64_t inflight_cap;  /* max work launched-but-not-complete; 0 = no cap */
     uint64_t control_seq;   /* bumped by the controller on every change */
-    uint64_t pad1[4];
+    uint64_t gap_mask;      /* FIT gate: production gaps this process may open, bit
+                             * (busy_seq % 64); 0 = any.  Several opportunistic jobs get
+                             * disjoint masks in proportion to their weights; a gap whose
+                             * owner launched nothing within TGS_GAP_CLAIM_GRACE_NS of its
+                             * start is open to all (work conserving) */
+    uint64_t pad1[3];
 
     /* status: written by the owner */
     uint64_t heartbeat_ns;  /* CLOCK_MONOTONIC, refreshed on slow paths and by the shim's timer */
@@ -215,7 +222,11 @@ struct tgs_dev_segment {
      * read, with a timeout (so nothing is lost if a waiter died counted) */
     uint32_t idle_futex;
     uint32_t waiters;
-    uint64_t pad2[3];
+    /* busy_seq + 1 of the last gap an opportunistic launch went into under
+     * FIT (0 = none): a gap owned by a process that has not claimed it is
+     * open to others after the grace time */
+    uint64_t gap_claim;
+    uint64_t pad2[2];
 };
 /* CDEF-END */
 

@@ -7,6 +7,7 @@ restarted controller resumes control at its first step.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -42,13 +43,20 @@ def deal_bits(mask: int, n: int) -> list[int]:
     """Deal the set bits of `mask` out among n processes in turn (disjoint masks)."""
     if n <= 0:
         return []
+    if not mask:
+        return [0] * n
+    return list(_deal_bits(mask, n))
+
+
+@functools.lru_cache(maxsize=1024)
+def _deal_bits(mask: int, n: int) -> tuple[int, ...]:
     out = [0] * n
     k = 0
     for b in range(64):
         if mask >> b & 1:
             out[k % n] |= 1 << b
             k += 1
-    return out
+    return tuple(out)
 
 
 def _moved(old: int, new: int) -> bool:
@@ -217,10 +225,14 @@ class ControlLoop:
         for s in live:
             if s.cap != cap or _moved(s.rate, rate) or _moved(s.burst, burst):
                 seg.seg.set_rate(s.slot, rate, burst, cap)
-        for s, mask in zip(live, deal_bits(dec.gap_mask, len(live))):
-            if tr.masks.get(s.slot) != (s.generation, mask):
-                seg.seg.set_gap_mask(s.slot, mask)
-                tr.masks[s.slot] = (s.generation, mask)
+        if dec.gap_mask or tr.masks:
+            for s, mask in zip(live, deal_bits(dec.gap_mask, len(live))):
+                if tr.masks.get(s.slot, (s.generation, 0)) != (s.generation, mask):
+                    seg.seg.set_gap_mask(s.slot, mask)
+                if mask:
+                    tr.masks[s.slot] = (s.generation, mask)
+                else:
+                    tr.masks.pop(s.slot, None)
 
     def _stats(self, job: Job, sig: JobSignals, live: list[SlotSample],
                dec: Decision | None) -> dict[str, Any]:

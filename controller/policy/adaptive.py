@@ -37,6 +37,7 @@ Per device, every period (docs/policy.md has the reasoning and the figures):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -87,6 +88,13 @@ def gap_masks(weights: dict[str, int]) -> dict[str, int]:
     round robin), so each job owns its share of production's gaps (bit = busy_seq % 64)."""
     if len(weights) < 2:
         return {}
+    return dict(_gap_masks(tuple(sorted(weights.items()))))
+
+
+@functools.lru_cache(maxsize=256)
+def _gap_masks(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """gap_masks for one set of (job, weight): computed once, every period reuses it."""
+    weights = dict(items)
     total = sum(weights.values())
     cur = dict.fromkeys(weights, 0)
     out = dict.fromkeys(weights, 0)
@@ -96,7 +104,7 @@ def gap_masks(weights: dict[str, int]) -> dict[str, int]:
         pick = max(sorted(cur), key=lambda n: cur[n])
         cur[pick] -= total
         out[pick] |= 1 << b
-    return out
+    return tuple(out.items())
 
 
 def _ema(old: float, sample: float, alpha: float) -> float:

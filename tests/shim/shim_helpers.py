@@ -27,3 +27,14 @@ def run_probe(exe: Path, env: dict[str, str], *cmds: str, timeout: float = 60) -
 
 def tgs_lines(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("tgs: ")]
+
+
+def finish(p: subprocess.Popen[str], timeout: float = 20) -> None:
+    """Close a probe's stdin (its "ready" waits end) and reap it; kill it if it hangs."""
+    if p.stdin:
+        p.stdin.close()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()

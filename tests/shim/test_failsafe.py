@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from shim_helpers import Job, tgs_lines
+from shim_helpers import Job, finish, tgs_lines
 from tgs.intercept import segment
 
 pytestmark = pytest.mark.timeout(60)
@@ -74,13 +74,7 @@ def test_full_slot_table(probe_bin: Path, tmp_path: Path, shim_env: dict[str, st
         assert out[1] == "alloc 0"
         assert len(lines) == 1 and "slots are taken" in lines[0]
     finally:
-        if holder.stdin:
-            holder.stdin.close()
-        try:
-            holder.wait(20)
-        except subprocess.TimeoutExpired:
-            holder.kill()
-            holder.wait()
+        finish(holder)
         seg.close()
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shim_helpers import run_probe
+from shim_helpers import finish, run_probe
 from tgs.intercept import device, segment
 
 pytestmark = pytest.mark.timeout(60)
@@ -61,13 +61,7 @@ class Probe:
         return int(ns)
 
     def close(self) -> None:
-        if self.p.stdin:
-            self.p.stdin.close()
-        try:
-            self.p.wait(20)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        finish(self.p)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from shim_helpers import Job, run_probe
+from shim_helpers import Job, finish, run_probe
 
 pytestmark = pytest.mark.timeout(60)
 MiB = 1 << 20
@@ -116,13 +116,7 @@ def test_concurrent_processes_never_exceed_quota(probe_bin: Path, job: Job) -> N
         assert len(job.seg.live_slots()) == 4
     finally:
         for p in procs:
-            if p.stdin:
-                p.stdin.close()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            finish(p)
     assert _used(job) == 0
 
 

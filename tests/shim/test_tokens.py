@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from shim_helpers import Job, run_probe
+from shim_helpers import Job, finish, run_probe
 from tgs.intercept import device, segment
 from tgs.intercept.segment import SlotDefaults
 
@@ -47,13 +47,7 @@ def test_rate_change_takes_effect_while_running(probe_bin: Path, job: Job) -> No
         assert p.stdout.readline().strip() == "ready"
         c = job.seg.counters(slot)
     finally:
-        if p.stdin:
-            p.stdin.close()
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        finish(p)
     work = int(line.split()[1])
     assert work > 5 * slow * 3  # far beyond what the old rate allows in 3 s
     assert c.work == work and c.launches == work // 10000
@@ -104,13 +98,7 @@ def test_gate_publish(probe_bin: Path, tmp_path: Path, shim_env: dict[str, str])
         assert [p.stdout.readline().strip() for _ in range(2)] == ["sync 0", "ready"]
         assert dev.prod_active == 0 and seg.slot(slot).dev_active == 0
     finally:
-        if p.stdin:
-            p.stdin.close()
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        finish(p)
         seg.close()
         dev.close()
 
@@ -139,13 +127,7 @@ def test_publish_fast_path_keeps_production_busy(probe_bin: Path, tmp_path: Path
                                                                    "ready"]
         assert dev.prod_active == 0 and seg.slot(slot).dev_active == 0
     finally:
-        if p.stdin:
-            p.stdin.close()
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        finish(p)
         seg.close()
         dev.close()
 

@@ -169,59 +169,24 @@ static void stream_done(CUstream s)
     if (!tgs_g.real.name) \
         return tgs_g.real.handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED
 
-TGS_EXPORT CUresult cuCtxSynchronize(void)
-{
-    SYNC_PROLOGUE(cuCtxSynchronize);
-    CUresult r = tgs_g.real.cuCtxSynchronize();
-    if (r == CUDA_SUCCESS)
-        all_done();
-    return r;
-}
+/* A hook that calls the real function of the same name and, when it
+ * succeeded, tells `then` what completed. */
+#define DONE_HOOK(name, params, args, then) \
+    TGS_EXPORT CUresult name params \
+    { \
+        SYNC_PROLOGUE(name); \
+        CUresult r = tgs_g.real.name args; \
+        if (r == CUDA_SUCCESS) \
+            then; \
+        return r; \
+    }
 
-TGS_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    SYNC_PROLOGUE(cuCtxSynchronize_v2);
-    CUresult r = tgs_g.real.cuCtxSynchronize_v2(ctx);
-    if (r == CUDA_SUCCESS)
-        all_done();
-    return r;
-}
-
-TGS_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    SYNC_PROLOGUE(cuStreamSynchronize);
-    CUresult r = tgs_g.real.cuStreamSynchronize(hStream);
-    if (r == CUDA_SUCCESS)
-        stream_done(hStream);
-    return r;
-}
-
-TGS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    SYNC_PROLOGUE(cuStreamSynchronize_ptsz);
-    CUresult r = tgs_g.real.cuStreamSynchronize_ptsz(hStream);
-    if (r == CUDA_SUCCESS)
-        stream_done(hStream);
-    return r;
-}
-
-TGS_EXPORT CUresult cuStreamQuery(CUstream hStream)
-{
-    SYNC_PROLOGUE(cuStreamQuery);
-    CUresult r = tgs_g.real.cuStreamQuery(hStream);
-    if (r == CUDA_SUCCESS)
-        stream_done(hStream);
-    return r;
-}
-
-TGS_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
-{
-    SYNC_PROLOGUE(cuStreamQuery_ptsz);
-    CUresult r = tgs_g.real.cuStreamQuery_ptsz(hStream);
-    if (r == CUDA_SUCCESS)
-        stream_done(hStream);
-    return r;
-}
+DONE_HOOK(cuCtxSynchronize, (void), (), all_done())
+DONE_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), all_done())
+DONE_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream), stream_done(hStream))
+DONE_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream), stream_done(hStream))
+DONE_HOOK(cuStreamQuery, (CUstream hStream), (hStream), stream_done(hStream))
+DONE_HOOK(cuStreamQuery_ptsz, (CUstream hStream), (hStream), stream_done(hStream))
 
 /* An event covers our last launch if it was recorded after it. */
 static void event_done(CUevent e)
@@ -236,23 +201,8 @@ static void event_done(CUevent e)
     }
 }
 
-TGS_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
-{
-    SYNC_PROLOGUE(cuEventSynchronize);
-    CUresult r = tgs_g.real.cuEventSynchronize(hEvent);
-    if (r == CUDA_SUCCESS)
-        event_done(hEvent);
-    return r;
-}
-
-TGS_EXPORT CUresult cuEventQuery(CUevent hEvent)
-{
-    SYNC_PROLOGUE(cuEventQuery);
-    CUresult r = tgs_g.real.cuEventQuery(hEvent);
-    if (r == CUDA_SUCCESS)
-        event_done(hEvent);
-    return r;
-}
+DONE_HOOK(cuEventSynchronize, (CUevent hEvent), (hEvent), event_done(hEvent))
+DONE_HOOK(cuEventQuery, (CUevent hEvent), (hEvent), event_done(hEvent))
 
 static void note_record(CUevent e)
 {
@@ -261,20 +211,7 @@ static void note_record(CUevent e)
     __atomic_store_n(&tgs_g.last_event, e, __ATOMIC_RELAXED);
 }
 
-TGS_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
-{
-    SYNC_PROLOGUE(cuEventRecord);
-    CUresult r = tgs_g.real.cuEventRecord(hEvent, hStream);
-    if (r == CUDA_SUCCESS)
-        note_record(hEvent);
-    return r;
-}
-
-TGS_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    SYNC_PROLOGUE(cuEventRecord_ptsz);
-    CUresult r = tgs_g.real.cuEventRecord_ptsz(hEvent, hStream);
-    if (r == CUDA_SUCCESS)
-        note_record(hEvent);
-    return r;
-}
+DONE_HOOK(cuEventRecord, (CUevent hEvent, CUstream hStream), (hEvent, hStream),
+          note_record(hEvent))
+DONE_HOOK(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream), (hEvent, hStream),
+          note_record(hEvent))

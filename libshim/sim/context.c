@@ -66,17 +66,9 @@ CUresult sim_ctx_sync(struct CUctx_st *ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult check_dev(CUdevice dev)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    return dev >= 0 && dev < sim_ndev() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx)
@@ -107,7 +99,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult primary_drop(CUdevice dev, int all)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     struct CUctx_st *dead = NULL;
@@ -136,7 +128,7 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_drop(dev, 1); }
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!flags || !active)
@@ -150,7 +142,7 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx)

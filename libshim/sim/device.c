@@ -40,14 +40,6 @@ CUresult cuDriverGetVersion(int *driverVersion)
     return CUDA_SUCCESS;
 }
 
-static CUresult check_dev(CUdevice dev)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    return dev >= 0 && dev < sim_ndev() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
 CUresult cuDeviceGetCount(int *count)
 {
     CUresult r = sim_check_init();
@@ -74,7 +66,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!name || len <= 0)
@@ -85,7 +77,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!uuid)
@@ -108,7 +100,7 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!bytes)
@@ -121,7 +113,7 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
     size_t b = 0;
     if (!bytes)
-        return check_dev(dev) != CUDA_SUCCESS ? check_dev(dev) : CUDA_ERROR_INVALID_VALUE;
+        return sim_check_dev(dev) != CUDA_SUCCESS ? sim_check_dev(dev) : CUDA_ERROR_INVALID_VALUE;
     CUresult r = cuDeviceTotalMem_v2(&b, dev);
     if (r == CUDA_SUCCESS)
         *bytes = b > 0xffffffffull ? 0xffffffffu : (unsigned int)b;
@@ -187,7 +179,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pi)
@@ -197,7 +189,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-    CUresult r = check_dev(dev);
+    CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pciBusId || len <= 0)

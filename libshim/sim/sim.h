@@ -153,6 +153,15 @@ static inline CUresult sim_check_init(void)
 static inline struct sim_state *sim_st(void) { return g_sim.st; }
 static inline int sim_ndev(void) { return (int)g_sim.st->hdr.ndevices; }
 
+/* Initialised, and dev names one of the simulated devices. */
+static inline CUresult sim_check_dev(CUdevice dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return dev >= 0 && dev < sim_ndev() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
 /* handles.c */
 void sim_handle_add(void *h);
 void sim_handle_del(void *h);

@@ -103,6 +103,19 @@ static uint64_t pitch_bound(uint64_t width, uint64_t height)
     return w * height;
 }
 
+/* After the driver answered: give the reservation back, or settle it to the
+ * bytes the driver's pitch really took and remember the pointer. */
+static CUresult pitch_settle(CUresult r, uint64_t reserve, uint64_t dptr, uint64_t actual)
+{
+    if (r != CUDA_SUCCESS) {
+        tgs_mem_release(reserve);
+        return r;
+    }
+    tgs_mem_adjust(reserve, actual);
+    tgs_ptrmap_put(&tgs_g.ptrs, TGS_KIND_DPTR, dptr, actual);
+    return r;
+}
+
 TGS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                        size_t Height, unsigned int ElementSizeBytes)
 {
@@ -113,14 +126,8 @@ TGS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = tgs_g.real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height,
                                                 ElementSizeBytes);
-    if (r != CUDA_SUCCESS) {
-        tgs_mem_release(reserve);
-        return r;
-    }
-    uint64_t actual = (uint64_t)*pPitch * Height;
-    tgs_mem_adjust(reserve, actual);
-    tgs_ptrmap_put(&tgs_g.ptrs, TGS_KIND_DPTR, *dptr, actual);
-    return r;
+    return pitch_settle(r, reserve, r == CUDA_SUCCESS ? *dptr : 0,
+                        r == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
 }
 
 TGS_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pPitch,
@@ -133,14 +140,8 @@ TGS_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pPitch,
     if (tgs_mem_admit(reserve) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = tgs_g.real.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    if (r != CUDA_SUCCESS) {
-        tgs_mem_release(reserve);
-        return r;
-    }
-    uint64_t actual = (uint64_t)*pPitch * Height;
-    tgs_mem_adjust(reserve, actual);
-    tgs_ptrmap_put(&tgs_g.ptrs, TGS_KIND_DPTR, *dptr, actual);
-    return r;
+    return pitch_settle(r, reserve, r == CUDA_SUCCESS ? *dptr : 0,
+                        r == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
 }
 
 /* Arrays: bytes per element from the format, times the extent.  Formats we do

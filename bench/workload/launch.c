@@ -3,6 +3,7 @@
  * a shim must see (PyTorch on H100 uses cuLaunchKernelEx, CUDA graphs use
  * cuGraphLaunch, some libraries launch cooperatively).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "workload.h"
@@ -31,31 +32,31 @@ static void wl_graph_build(struct wl_run *run)
     for (unsigned k = 0; k < run->cfg.kernels; k++) {
         CUgraphNode node = NULL;
         size_t ndeps = prev ? 1 : 0;
+        /* v1 is the leading part of v2 (v2 only adds kern and ctx): checked below */
+        CUDA_KERNEL_NODE_PARAMS_v2 p;
+        memset(&p, 0, sizeof p);
+        p.func = l->fn;
+        p.gridDimX = run->geo.grid;
+        p.gridDimY = p.gridDimZ = 1;
+        p.blockDimX = run->geo.block;
+        p.blockDimY = p.blockDimZ = 1;
+        p.kernelParams = l->params;
         if (v2) {
-            CUDA_KERNEL_NODE_PARAMS_v2 p;
-            memset(&p, 0, sizeof p);
-            p.func = l->fn;
-            p.gridDimX = run->geo.grid;
-            p.gridDimY = p.gridDimZ = 1;
-            p.blockDimX = run->geo.block;
-            p.blockDimY = p.blockDimZ = 1;
-            p.kernelParams = l->params;
             WL_CU(run, graph_add_kernel_node_v2, &node, l->graph, &prev, ndeps, &p);
         } else {
-            CUDA_KERNEL_NODE_PARAMS_v1 p;
-            memset(&p, 0, sizeof p);
-            p.func = l->fn;
-            p.gridDimX = run->geo.grid;
-            p.gridDimY = p.gridDimZ = 1;
-            p.blockDimX = run->geo.block;
-            p.blockDimY = p.blockDimZ = 1;
-            p.kernelParams = l->params;
-            WL_CU(run, graph_add_kernel_node, &node, l->graph, &prev, ndeps, &p);
+            CUDA_KERNEL_NODE_PARAMS_v1 p1;
+            memcpy(&p1, &p, sizeof p1);
+            WL_CU(run, graph_add_kernel_node, &node, l->graph, &prev, ndeps, &p1);
         }
         prev = node;
     }
     WL_CU(run, graph_instantiate_with_flags, &l->exec, l->graph, 0);
 }
+
+_Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v1) <= sizeof(CUDA_KERNEL_NODE_PARAMS_v2) &&
+                   offsetof(CUDA_KERNEL_NODE_PARAMS_v1, extra) ==
+                       offsetof(CUDA_KERNEL_NODE_PARAMS_v2, extra),
+               "kernel node params v1 is a prefix of v2");
 
 void wl_launch_setup(struct wl_run *run)
 {

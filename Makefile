@@ -10,8 +10,8 @@ BUILD   := build
 CFLAGS_COMMON := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Werror -Ilibshim/include -D_GNU_SOURCE
 HEADERS := $(wildcard libshim/include/tgs/*.h)
 
-SIM_SRC   := $(wildcard libshim/sim/*.c)
-SIM_HDR   := $(wildcard libshim/sim/*.h)
+SIM_SRC   := $(wildcard sim/*.c)
+SIM_HDR   := $(wildcard sim/*.h)
 SHIM_SRC  := $(wildcard libshim/*.c)
 SHIM_HDR  := $(wildcard libshim/*.h)
 WL_SRC    := $(wildcard bench/workload/*.c)

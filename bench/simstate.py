@@ -1,4 +1,4 @@
-"""Read-only view of the simulator's shared state file (libshim/sim/sim_state.h).
+"""Read-only view of the simulator's shared state file (sim/sim_state.h).
 
 The simulated driver keeps one state file per simulated device set
 (TGS_SIM_STATE, default /dev/shm/tgs-sim-<uid>).  This module mirrors the C

@@ -1,7 +1,7 @@
 """Per-GPU utilisation and memory for status and metrics: NVML on real GPUs, the
 simulator's state file (TGS_SIM_STATE) on simulated ones.
 
-The simulator's layout (libshim/sim/sim_state.h) is read at four fixed offsets,
+The simulator's layout (sim/sim_state.h) is read at four fixed offsets,
 checked against its magic and version; tests/tools checks them against the
 header with a C compiler.  Utilisation is busy time over wall time between two
 samples at least MIN_WINDOW apart (the simulator updates busy_ns lazily).

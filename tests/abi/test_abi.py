@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 INC = ROOT / "libshim" / "include"
 ABI = INC / "tgs" / "cuda_abi.h"
-LOOKUP = ROOT / "libshim" / "sim" / "lookup.c"
+LOOKUP = ROOT / "sim" / "lookup.c"
 CUDA_INC = Path("/usr/local/cuda/include")
 
 pytestmark = [

@@ -76,7 +76,7 @@ def test_sim_offsets_match_header(tmp_path: Path) -> None:
                    "offsetof(struct sim_device, mem_total), offsetof(struct sim_device, mem_used),"
                    "offsetof(struct sim_device, busy_ns));return 0;}\n")
     exe = tmp_path / "off"
-    subprocess.run(["gcc", f"-I{ROOT / 'libshim/sim'}", str(src), "-o", str(exe)], check=True)
+    subprocess.run(["gcc", f"-I{ROOT / 'sim'}", str(src), "-o", str(exe)], check=True)
     got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
                                           check=True).stdout.split()]
     assert got == [gpustats.SIM_DEV_BASE, gpustats.SIM_DEV_SIZE, 64, 72, 88]

@@ -12,6 +12,8 @@ HEADERS := $(wildcard libshim/include/tgs/*.h)
 
 SIM_SRC   := $(wildcard sim/*.c)
 SIM_HDR   := $(wildcard sim/*.h)
+NVML_SRC  := $(wildcard sim/nvml/*.c)
+NVML_HDR  := $(wildcard sim/nvml/*.h)
 SHIM_SRC  := $(wildcard libshim/*.c)
 SHIM_HDR  := $(wildcard libshim/*.h)
 WL_SRC    := $(wildcard bench/workload/*.c)
@@ -20,6 +22,9 @@ WL_HDR    := $(wildcard bench/workload/*.h)
 TARGETS :=
 ifneq ($(SIM_SRC),)
 TARGETS += $(BUILD)/sim/libcuda.so.1 $(BUILD)/sim/libcuda.so
+endif
+ifneq ($(NVML_SRC),)
+TARGETS += $(BUILD)/sim/libnvidia-ml.so.1 $(BUILD)/sim/libnvidia-ml.so
 endif
 ifneq ($(SHIM_SRC),)
 TARGETS += $(BUILD)/libtgs.so
@@ -42,6 +47,15 @@ $(BUILD)/sim/libcuda.so.1: $(SIM_SRC) $(SIM_HDR) $(HEADERS)
 		-o $@ $(SIM_SRC) -lpthread -lm
 $(BUILD)/sim/libcuda.so: $(BUILD)/sim/libcuda.so.1
 	ln -sf libcuda.so.1 $@
+
+# The simulated NVML: serves the simulator's devices from its state file
+# (sim/sim_state.h); exports only the nvml* entry points.
+$(BUILD)/sim/libnvidia-ml.so.1: $(NVML_SRC) $(NVML_HDR) sim/sim_state.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -shared -Wl,-soname,libnvidia-ml.so.1 \
+		-Wl,-Bsymbolic -Wl,--no-undefined -o $@ $(NVML_SRC) -ldl -lpthread
+$(BUILD)/sim/libnvidia-ml.so: $(BUILD)/sim/libnvidia-ml.so.1
+	ln -sf libnvidia-ml.so.1 $@
 
 # The shim (LD_PRELOAD).
 $(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS)

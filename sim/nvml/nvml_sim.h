@@ -1,0 +1,67 @@
+/*
+ * nvml_sim.h: private declarations of the simulated NVML.  Everything here
+ * is hidden; only the nvml* entry points (NVML_API) are exported.
+ *
+ * The library maps the simulator's state file (sim/sim_state.h) read-only:
+ * it never writes the simulator's state and never takes its locks, so a
+ * monitoring process can neither wedge nor corrupt the simulated GPUs.
+ */
+#ifndef TGS_NVML_SIM_H
+#define TGS_NVML_SIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../sim_state.h"
+#include "nvml_abi.h"
+
+#define NVML_API __attribute__((visibility("default")))
+
+#pragma GCC visibility push(hidden)
+
+#define NVML_SAMPLES 32 /* utilisation samples remembered per device */
+
+/* A device handle points at one of these (never dereferenced unchecked). */
+struct nvmlDevice_st {
+    unsigned int index;
+};
+
+struct nvml_sample {
+    uint64_t t_ns;
+    uint64_t busy_ns;
+};
+
+/* Process-wide state of the simulated NVML: the one mutable global. */
+struct nvml_globals {
+    pthread_mutex_t lock; /* guards everything below */
+    unsigned int refs;    /* nvmlInit calls not yet matched by nvmlShutdown */
+    int fd;               /* the state file, read-only */
+    const struct sim_state *st;
+    size_t map_size;
+    struct nvmlDevice_st dev[SIM_MAX_DEVICES];
+    /* utilisation history, kept across shutdown and re-init */
+    struct nvml_sample samples[SIM_MAX_DEVICES][NVML_SAMPLES];
+    unsigned int nsamples[SIM_MAX_DEVICES];
+    uint64_t seed_seen; /* uuid_seed of the file the samples belong to */
+};
+
+extern struct nvml_globals g_nvml;
+
+/* init.c */
+uint64_t nvml_now_ns(void);
+/* The mapped state while initialised (caller holds no lock), else NULL. */
+const struct sim_state *nvml_state(void);
+
+/* device.c: check a handle; on success *idx is its device index. */
+nvmlReturn_t nvml_dev(nvmlDevice_t device, unsigned int *idx);
+void nvml_uuid_string(unsigned int idx, char *out, size_t n);
+
+/* util.c: take a utilisation sample of every device (caller holds the lock) */
+void nvml_util_note_all(const struct sim_state *st);
+
+/* Copy a string into a caller's buffer of `length` bytes. */
+nvmlReturn_t nvml_put_string(char *buf, unsigned int length, const char *s);
+
+#pragma GCC visibility pop
+
+#endif /* TGS_NVML_SIM_H */

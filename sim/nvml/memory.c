@@ -7,6 +7,11 @@
  * memory or a context there; its usedGpuMemory is its simulated device
  * bytes.  Managed memory is not device memory here, as in the simulator's
  * cuMemGetInfo.  No graphics or MPS processes exist on a simulated GPU.
+ *
+ * The simulator returns a killed process's memory lazily (the next process
+ * that allocates, or its engine every ~100 ms, reaps the slot); NVML, like
+ * the real driver, reports it free at once: used memory leaves out slots
+ * whose owner is gone.
  */
 #include <fcntl.h>
 #include <string.h>
@@ -20,11 +25,27 @@ struct proc_row {
     unsigned long long used;
 };
 
+/* Slot alive: someone holds the OFD write lock on its byte.  F_OFD_GETLK
+ * only asks; it works on our read-only descriptor and takes nothing. */
+int nvml_slot_alive(int slot)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+                       .l_start = SIM_LOCK_SLOT_BASE + slot, .l_len = 1};
+    return fcntl(g_nvml.fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 static void device_memory(unsigned int i, unsigned long long *total, unsigned long long *used)
 {
-    const struct sim_device *dv = &nvml_state()->dev[i];
+    const struct sim_state *st = nvml_state();
+    const struct sim_device *dv = &st->dev[i];
     *total = dv->mem_total;
     unsigned long long u = __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED);
+    for (int s = 0; s < SIM_MAX_PROCS; s++) {
+        const struct sim_proc *p = &st->proc[s];
+        uint64_t m = __atomic_load_n(&p->dev[i].mem_used, __ATOMIC_RELAXED);
+        if (m && __atomic_load_n(&p->in_use, __ATOMIC_ACQUIRE) && !nvml_slot_alive(s))
+            u -= m < u ? m : u; /* dead, not reaped yet */
+    }
     *used = u < *total ? u : *total;
 }
 
@@ -57,15 +78,6 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory
     return NVML_SUCCESS;
 }
 
-/* Slot alive: someone holds the OFD write lock on its byte.  F_OFD_GETLK
- * only asks; it works on our read-only descriptor and takes nothing. */
-static int slot_alive(int slot)
-{
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
-                       .l_start = SIM_LOCK_SLOT_BASE + slot, .l_len = 1};
-    return fcntl(g_nvml.fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-}
-
 static int has_context(const struct sim_state *st, int slot, unsigned int dev)
 {
     for (int c = 0; c < SIM_MAX_CTXS; c++) {
@@ -86,7 +98,7 @@ static unsigned int compute_procs(unsigned int dev, struct proc_row *rows)
         if (!__atomic_load_n(&p->in_use, __ATOMIC_ACQUIRE))
             continue;
         uint64_t used = __atomic_load_n(&p->dev[dev].mem_used, __ATOMIC_RELAXED);
-        if ((used || has_context(st, s, dev)) && slot_alive(s)) {
+        if ((used || has_context(st, s, dev)) && nvml_slot_alive(s)) {
             rows[n].pid = (unsigned int)p->pid;
             rows[n].used = used;
             n++;

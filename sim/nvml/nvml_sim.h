@@ -56,6 +56,9 @@ const struct sim_state *nvml_state(void);
 nvmlReturn_t nvml_dev(nvmlDevice_t device, unsigned int *idx);
 void nvml_uuid_string(unsigned int idx, char *out, size_t n);
 
+/* memory.c: the owner of simulator process slot `slot` is alive */
+int nvml_slot_alive(int slot);
+
 /* util.c: take a utilisation sample of every device (caller holds the lock) */
 void nvml_util_note_all(const struct sim_state *st);
 

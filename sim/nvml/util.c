@@ -12,6 +12,7 @@
  * process's first query without an old enough sample waits for the rest of
  * MIN_WINDOW (at most 100 ms, once).
  */
+#include <string.h>
 #include <time.h>
 
 #include "nvml_sim.h"
@@ -25,13 +26,25 @@
 #define POWER_IDLE_MW 70000u
 #define POWER_LIMIT_MW 700000u
 
+/* Work queued on device d by live processes (a dead one's is dropped when
+ * the simulator reaps it). */
 static uint64_t pending_ns(const struct sim_state *st, unsigned int d)
 {
     uint64_t pending = 0;
+    signed char alive[SIM_MAX_PROCS];
+    memset(alive, -1, sizeof alive);
     for (int c = 0; c < SIM_MAX_CTXS; c++) {
         const struct sim_ctx *cx = &st->ctx[c];
-        if (__atomic_load_n(&cx->in_use, __ATOMIC_RELAXED) && cx->dev == (int32_t)d)
-            pending += __atomic_load_n(&cx->pending_ns, __ATOMIC_RELAXED);
+        if (!__atomic_load_n(&cx->in_use, __ATOMIC_RELAXED) || cx->dev != (int32_t)d)
+            continue;
+        uint64_t p = __atomic_load_n(&cx->pending_ns, __ATOMIC_RELAXED);
+        int slot = cx->proc;
+        if (!p || slot < 0 || slot >= SIM_MAX_PROCS)
+            continue;
+        if (alive[slot] < 0)
+            alive[slot] = (signed char)nvml_slot_alive(slot);
+        if (alive[slot])
+            pending += p;
     }
     return pending;
 }

@@ -199,7 +199,7 @@ def test_memory_and_processes_follow_a_simulated_allocation(
     assert gone["m1"] == [total, total, 0] and gone["v3"] == []
 
 
-def test_a_killed_process_leaves_the_process_list(
+def test_a_killed_process_leaves_the_list_and_its_memory_is_free(
         nvml_env: dict[str, str], sim_progs: dict[str, Path]) -> None:
     p = _hold(sim_progs["memhold"], nvml_env, 128 * MIB)
     try:
@@ -209,8 +209,9 @@ def test_a_killed_process_leaves_the_process_list(
         after = run_py(nvml_env, MEMORY)
     finally:
         _release(p)
-    assert [r[0] for r in before["v3"]] == [p.pid]
-    assert after["v3"] == []      # its slot's lock is gone, whether or not it is reaped yet
+    assert [r[0] for r in before["v3"]] == [p.pid] and before["m1"][2] == 128 * MIB
+    # its slot's lock is gone: no longer listed, its memory free, whether or not reaped yet
+    assert after["v3"] == [] and after["m1"][2] == 0
 
 
 UTIL = """

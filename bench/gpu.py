@@ -25,6 +25,7 @@ from tgs.bench.simstate import SIM_MAX_DEVICES, SimState, default_path
 ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = ROOT / "build" / "sim"
 GPU_MODES = ("auto", "sim", "real")
+SIM_GPU_NAME = "TGS Simulated GPU"    # what the simulated driver and NVML call their devices
 
 
 class GpuUnavailable(RuntimeError):
@@ -46,6 +47,9 @@ def real_gpu_problem() -> str | None:
     try:
         if pynvml.nvmlDeviceGetCount() < 1:
             return "NVML sees no GPU"
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        if (name.decode() if isinstance(name, bytes) else name) == SIM_GPU_NAME:
+            return "NVML is the simulator's (build/sim is on LD_LIBRARY_PATH): no real GPU"
     except Exception as exc:
         return f"NVML cannot count GPUs ({exc})"
     finally:

@@ -67,7 +67,7 @@ def nvml_env(sim_env: dict[str, str]) -> dict[str, str]:
 
 def test_controller_without_sim_uses_nvml_for_devices_memory_and_stats(
         tmp_path: Path, nvml_env: dict[str, str], workload_bin: Path) -> None:
-    wl = subprocess.Popen([str(workload_bin), "--kernels", "10", "--kernel-us", "2000",
+    wl = subprocess.Popen([str(workload_bin), "--kernels", "40", "--kernel-us", "5000",
                            "--gap-ms", "0", "--seconds", "60", "--mem", "256MiB",
                            "--device", "1"], env=nvml_env, stdout=subprocess.PIPE, text=True)
     d = NvmlDaemon(tmp_path, env=nvml_env)

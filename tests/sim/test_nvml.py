@@ -238,8 +238,9 @@ def test_utilisation_rises_while_a_workload_runs(
         nvml_env: dict[str, str], workload_bin: Path) -> None:
     idle = _run_util(nvml_env, 2, 0.15)
     assert idle["util"] == [0, 0] and idle["procs"] == []
-    # 20 ms of kernels per iteration and no host gap: the device is busy almost all the time
-    wl = subprocess.Popen([str(workload_bin), "--kernels", "10", "--kernel-us", "2000",
+    # 200 ms of kernels per iteration, no host gap: busy almost all the time, even when the
+    # host is slow to launch the next batch on a loaded machine
+    wl = subprocess.Popen([str(workload_bin), "--kernels", "40", "--kernel-us", "5000",
                            "--gap-ms", "0", "--seconds", "8", "--mem", "64MiB",
                            "--report-ms", "200"],
                           env=nvml_env, stdout=subprocess.PIPE, text=True)

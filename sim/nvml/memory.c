@@ -20,11 +20,6 @@
 
 #define NO_INSTANCE 0xFFFFFFFFu /* gpuInstanceId / computeInstanceId without MIG */
 
-struct proc_row {
-    unsigned int pid;
-    unsigned long long used;
-};
-
 /* Slot alive: someone holds the OFD write lock on its byte.  F_OFD_GETLK
  * only asks; it works on our read-only descriptor and takes nothing. */
 int nvml_slot_alive(int slot)
@@ -89,7 +84,8 @@ static int has_context(const struct sim_state *st, int slot, unsigned int dev)
     return 0;
 }
 
-static unsigned int compute_procs(unsigned int dev, struct proc_row *rows)
+unsigned int nvml_compute_procs(unsigned int dev, unsigned int *pids,
+                                unsigned long long *used_out)
 {
     const struct sim_state *st = nvml_state();
     unsigned int n = 0;
@@ -99,8 +95,8 @@ static unsigned int compute_procs(unsigned int dev, struct proc_row *rows)
             continue;
         uint64_t used = __atomic_load_n(&p->dev[dev].mem_used, __ATOMIC_RELAXED);
         if ((used || has_context(st, s, dev)) && nvml_slot_alive(s)) {
-            rows[n].pid = (unsigned int)p->pid;
-            rows[n].used = used;
+            pids[n] = (unsigned int)p->pid;
+            used_out[n] = used;
             n++;
         }
     }
@@ -119,8 +115,9 @@ static nvmlReturn_t list(nvmlDevice_t device, unsigned int *infoCount, void *inf
         return r;
     if (!infoCount)
         return NVML_ERROR_INVALID_ARGUMENT;
-    struct proc_row rows[SIM_MAX_PROCS];
-    unsigned int n = compute ? compute_procs(i, rows) : 0;
+    unsigned int pids[SIM_MAX_PROCS];
+    unsigned long long used[SIM_MAX_PROCS];
+    unsigned int n = compute ? nvml_compute_procs(i, pids, used) : 0;
     if (*infoCount < n) {
         *infoCount = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -131,14 +128,14 @@ static nvmlReturn_t list(nvmlDevice_t device, unsigned int *infoCount, void *inf
         if (wide) {
             nvmlProcessInfo_v2_t *o = (nvmlProcessInfo_v2_t *)infos + k;
             memset(o, 0, sizeof *o);
-            o->pid = rows[k].pid;
-            o->usedGpuMemory = rows[k].used;
+            o->pid = pids[k];
+            o->usedGpuMemory = used[k];
             o->gpuInstanceId = o->computeInstanceId = NO_INSTANCE;
         } else {
             nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + k;
             memset(o, 0, sizeof *o);
-            o->pid = rows[k].pid;
-            o->usedGpuMemory = rows[k].used;
+            o->pid = pids[k];
+            o->usedGpuMemory = used[k];
         }
     }
     *infoCount = n;

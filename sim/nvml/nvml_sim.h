@@ -19,16 +19,19 @@
 
 #pragma GCC visibility push(hidden)
 
-#define NVML_SAMPLES 32 /* utilisation samples remembered per device */
+#define NVML_SAMPLES 16 /* utilisation samples remembered per device (>= 0.8 s) */
 
 /* A device handle points at one of these (never dereferenced unchecked). */
 struct nvmlDevice_st {
     unsigned int index;
 };
 
+/* Busy time of a device, and of each process slot on it, as of t_ns. */
 struct nvml_sample {
     uint64_t t_ns;
     uint64_t busy_ns;
+    int32_t pid[SIM_MAX_PROCS];     /* slot owner then (0: free slot) */
+    uint64_t pbusy[SIM_MAX_PROCS];  /* its busy ns on this device */
 };
 
 /* Process-wide state of the simulated NVML: the one mutable global. */
@@ -58,9 +61,21 @@ void nvml_uuid_string(unsigned int idx, char *out, size_t n);
 
 /* memory.c: the owner of simulator process slot `slot` is alive */
 int nvml_slot_alive(int slot);
+/* Live processes with memory or a context on device dev: pids and device
+ * bytes, at most SIM_MAX_PROCS; returns how many. */
+unsigned int nvml_compute_procs(unsigned int dev, unsigned int *pids,
+                                unsigned long long *used);
 
 /* util.c: take a utilisation sample of every device (caller holds the lock) */
 void nvml_util_note_all(const struct sim_state *st);
+/* A fresh sample of device d in *now and, in *ref, the newest kept sample at
+ * least 100 ms older (waiting for one if `wait`).  0 if *ref was found.
+ * Caller holds no lock. */
+int nvml_util_window(unsigned int d, int wait, struct nvml_sample *ref, struct nvml_sample *now);
+/* Busy share of [ref, now] in percent (0..100). */
+unsigned int nvml_util_share(uint64_t busy_then, uint64_t busy_now, uint64_t dt_ns);
+/* Work queued on device d by live processes. */
+uint64_t nvml_pending_ns(const struct sim_state *st, unsigned int d);
 
 /* Copy a string into a caller's buffer of `length` bytes. */
 nvmlReturn_t nvml_put_string(char *buf, unsigned int length, const char *s);

@@ -1,14 +1,16 @@
 /*
- * util.c: utilisation from the simulator's busy counters, and the sensors
- * that follow it (temperature, power), clocks and performance state.
+ * util.c: utilisation from the simulator's busy counters.
  *
  * The simulator advances its counters lazily: busy_ns is exact as of the
  * device's t_last_ns.  Since its device is work-conserving (it runs while
  * any context has pending work), busy time up to now is projected as
- * busy_ns + min(now - t_last_ns, pending work).  Utilisation is the growth
- * of that over a recent window: between now and the newest sample this
- * process took at least MIN_WINDOW ago.  Samples are taken at nvmlInit and
- * at each query (at most one per SPACING), kept across nvmlShutdown; a
+ * busy_ns + min(now - t_last_ns, pending work of live processes); per
+ * process, that extra time is split evenly between the contexts with pending
+ * work (the simulator round-robins them), so per-process figures are
+ * approximate while several processes queue work.  Utilisation is the growth
+ * of busy time over a recent window: between now and the newest sample this
+ * process took at least MIN_WINDOW ago.  Samples are taken at nvmlInit and at
+ * each query (at most one per SPACING) and kept across nvmlShutdown; a
  * process's first query without an old enough sample waits for the rest of
  * MIN_WINDOW (at most 100 ms, once).
  */
@@ -20,15 +22,7 @@
 #define MIN_WINDOW_NS 100000000ull /* 100 ms */
 #define SPACING_NS 50000000ull     /* 50 ms between kept samples */
 
-#define CLOCK_SM_MHZ 1980   /* CU_DEVICE_ATTRIBUTE_CLOCK_RATE / 1000 */
-#define CLOCK_MEM_MHZ 2619  /* CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE / 1000 */
-#define CLOCK_VIDEO_MHZ 1755
-#define POWER_IDLE_MW 70000u
-#define POWER_LIMIT_MW 700000u
-
-/* Work queued on device d by live processes (a dead one's is dropped when
- * the simulator reaps it). */
-static uint64_t pending_ns(const struct sim_state *st, unsigned int d)
+uint64_t nvml_pending_ns(const struct sim_state *st, unsigned int d)
 {
     uint64_t pending = 0;
     signed char alive[SIM_MAX_PROCS];
@@ -44,41 +38,70 @@ static uint64_t pending_ns(const struct sim_state *st, unsigned int d)
         if (alive[slot] < 0)
             alive[slot] = (signed char)nvml_slot_alive(slot);
         if (alive[slot])
-            pending += p;
+            pending += p; /* a dead process's work is dropped when it is reaped */
     }
     return pending;
 }
 
-static struct nvml_sample take(const struct sim_state *st, unsigned int d)
+/* Spread `extra` ns of projected device time over the live contexts with
+ * pending work, as the simulator's round robin would. */
+static void project_procs(const struct sim_state *st, unsigned int d, uint64_t extra,
+                          struct nvml_sample *s)
+{
+    int slots[SIM_MAX_CTXS];
+    uint64_t pend[SIM_MAX_CTXS];
+    int n = 0;
+    for (int c = 0; c < SIM_MAX_CTXS; c++) {
+        const struct sim_ctx *cx = &st->ctx[c];
+        uint64_t p = __atomic_load_n(&cx->pending_ns, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&cx->in_use, __ATOMIC_RELAXED) && cx->dev == (int32_t)d && p &&
+            cx->proc >= 0 && cx->proc < SIM_MAX_PROCS && s->pid[cx->proc] &&
+            nvml_slot_alive(cx->proc)) {
+            slots[n] = cx->proc;
+            pend[n++] = p;
+        }
+    }
+    for (int k = 0; k < n; k++)
+        s->pbusy[slots[k]] += extra / (uint64_t)n < pend[k] ? extra / (uint64_t)n : pend[k];
+}
+
+static void take(const struct sim_state *st, unsigned int d, struct nvml_sample *s)
 {
     const struct sim_device *dv = &st->dev[d];
-    uint64_t t_last, busy;
-    for (int tries = 0;; tries++) { /* busy_ns as of one t_last_ns */
+    uint64_t t_last;
+    for (int tries = 0;; tries++) { /* counters as of one t_last_ns */
         t_last = __atomic_load_n(&dv->t_last_ns, __ATOMIC_ACQUIRE);
-        busy = __atomic_load_n(&dv->busy_ns, __ATOMIC_ACQUIRE);
+        s->busy_ns = __atomic_load_n(&dv->busy_ns, __ATOMIC_ACQUIRE);
+        for (int k = 0; k < SIM_MAX_PROCS; k++) {
+            const struct sim_proc *p = &st->proc[k];
+            int used = __atomic_load_n(&p->in_use, __ATOMIC_ACQUIRE) != 0;
+            s->pid[k] = used ? p->pid : 0;
+            s->pbusy[k] = used ? __atomic_load_n(&p->dev[d].busy_ns, __ATOMIC_RELAXED) : 0;
+        }
         if (__atomic_load_n(&dv->t_last_ns, __ATOMIC_ACQUIRE) == t_last || tries == 3)
             break;
     }
-    uint64_t pending = pending_ns(st, d);
-    uint64_t now = nvml_now_ns();
-    if (now > t_last)
-        busy += now - t_last < pending ? now - t_last : pending;
-    return (struct nvml_sample){.t_ns = now, .busy_ns = busy};
+    uint64_t pending = nvml_pending_ns(st, d);
+    s->t_ns = nvml_now_ns();
+    uint64_t extra = s->t_ns > t_last ? s->t_ns - t_last : 0;
+    extra = extra < pending ? extra : pending;
+    s->busy_ns += extra;
+    if (extra)
+        project_procs(st, d, extra, s);
 }
 
 /* Caller holds g_nvml.lock. */
-static void keep(unsigned int d, struct nvml_sample s)
+static void keep(unsigned int d, const struct nvml_sample *s)
 {
     struct nvml_sample *ring = g_nvml.samples[d];
     unsigned int n = g_nvml.nsamples[d];
-    if (n && s.t_ns < ring[n - 1].t_ns + SPACING_NS)
+    if (n && s->t_ns < ring[n - 1].t_ns + SPACING_NS)
         return;
     if (n == NVML_SAMPLES) {
-        for (unsigned int k = 1; k < n; k++)
-            ring[k - 1] = ring[k];
+        memmove(ring, ring + 1, (n - 1) * sizeof *ring);
         n--;
     }
-    ring[n] = s;
+    ring[n] = *s;
     g_nvml.nsamples[d] = n + 1;
 }
 
@@ -91,36 +114,33 @@ static const struct nvml_sample *reference(unsigned int d, uint64_t now)
     return NULL;
 }
 
-static unsigned int percent(const struct nvml_sample *ref, struct nvml_sample now)
+unsigned int nvml_util_share(uint64_t busy_then, uint64_t busy_now, uint64_t dt_ns)
 {
-    if (now.t_ns <= ref->t_ns || now.busy_ns <= ref->busy_ns)
+    if (!dt_ns || busy_now <= busy_then)
         return 0;
-    uint64_t p = (now.busy_ns - ref->busy_ns) * 100 / (now.t_ns - ref->t_ns);
+    uint64_t p = (busy_now - busy_then) * 100 / dt_ns;
     return p > 100 ? 100 : (unsigned int)p;
 }
 
 void nvml_util_note_all(const struct sim_state *st)
 {
-    for (unsigned int d = 0; d < st->hdr.ndevices; d++)
-        keep(d, take(st, d));
+    struct nvml_sample s;
+    for (unsigned int d = 0; d < st->hdr.ndevices; d++) {
+        take(st, d, &s);
+        keep(d, &s);
+    }
 }
 
-/* GPU utilisation in percent over the recent window.  wait == 0 never
- * sleeps: without an old enough sample it answers 100 if work is pending
- * now, else 0 (what the sensors below use). */
-static unsigned int util_percent(unsigned int d, int wait)
+int nvml_util_window(unsigned int d, int wait, struct nvml_sample *ref, struct nvml_sample *now)
 {
     const struct sim_state *st = nvml_state();
+    if (!st)
+        return -1;
     pthread_mutex_lock(&g_nvml.lock);
-    struct nvml_sample now = take(st, d);
-    const struct nvml_sample *ref = reference(d, now.t_ns);
-    unsigned int p = 0;
-    if (ref) {
-        p = percent(ref, now);
-    } else if (!wait) {
-        p = pending_ns(st, d) ? 100 : 0;
-    } else {
-        uint64_t from = g_nvml.nsamples[d] ? g_nvml.samples[d][0].t_ns : now.t_ns;
+    take(st, d, now);
+    const struct nvml_sample *r = reference(d, now->t_ns);
+    if (!r && wait) {
+        uint64_t from = g_nvml.nsamples[d] ? g_nvml.samples[d][0].t_ns : now->t_ns;
         keep(d, now);
         pthread_mutex_unlock(&g_nvml.lock);
         uint64_t until = from + MIN_WINDOW_NS;
@@ -129,13 +149,14 @@ static unsigned int util_percent(unsigned int d, int wait)
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
         }
         pthread_mutex_lock(&g_nvml.lock);
-        now = take(st, d);
-        ref = reference(d, now.t_ns);
-        p = ref ? percent(ref, now) : 0;
+        take(st, d, now);
+        r = reference(d, now->t_ns);
     }
+    if (r)
+        *ref = *r;
     keep(d, now);
     pthread_mutex_unlock(&g_nvml.lock);
-    return p;
+    return r ? 0 : -1;
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
@@ -147,118 +168,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
         return r;
     if (!utilization)
         return NVML_ERROR_INVALID_ARGUMENT;
-    utilization->gpu = util_percent(i, 1);
+    struct nvml_sample ref, now;
+    utilization->gpu = nvml_util_window(i, 1, &ref, &now) == 0
+                           ? nvml_util_share(ref.busy_ns, now.busy_ns, now.t_ns - ref.t_ns)
+                           : 0;
     utilization->memory = 0; /* the simulator models no memory traffic */
     return NVML_SUCCESS;
-}
-
-static nvmlReturn_t sensor(nvmlDevice_t device, void *out, unsigned int *idx)
-{
-    nvmlReturn_t r = nvml_dev(device, idx);
-    if (r != NVML_SUCCESS)
-        return r;
-    return out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
-}
-
-/* 30 C idle, 75 C flat out. */
-static unsigned int temperature(unsigned int i) { return 30 + util_percent(i, 0) * 45 / 100; }
-
-NVML_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
-                                               nvmlTemperatureSensors_t sensorType,
-                                               unsigned int *temp)
-{
-    unsigned int i;
-    nvmlReturn_t r = sensor(device, temp, &i);
-    if (r != NVML_SUCCESS)
-        return r;
-    if (sensorType != NVML_TEMPERATURE_GPU)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *temp = temperature(i);
-    return NVML_SUCCESS;
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
-                                                nvmlTemperature_t *temperature_out)
-{
-    unsigned int i;
-    nvmlReturn_t r = sensor(device, temperature_out, &i);
-    if (r != NVML_SUCCESS)
-        return r;
-    if (temperature_out->version != nvmlTemperature_v1)
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    if (temperature_out->sensorType != NVML_TEMPERATURE_GPU)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    temperature_out->temperature = (int)temperature(i);
-    return NVML_SUCCESS;
-}
-
-/* Milliwatts: idle power plus a share of the limit that follows utilisation. */
-NVML_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
-{
-    unsigned int i;
-    nvmlReturn_t r = sensor(device, power, &i);
-    if (r != NVML_SUCCESS)
-        return r;
-    *power = POWER_IDLE_MW + util_percent(i, 0) * ((POWER_LIMIT_MW - POWER_IDLE_MW) / 100);
-    return NVML_SUCCESS;
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
-{
-    unsigned int i;
-    nvmlReturn_t r = sensor(device, limit, &i);
-    if (r == NVML_SUCCESS)
-        *limit = POWER_LIMIT_MW;
-    return r;
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device,
-                                                        unsigned int *limit)
-{
-    return nvmlDeviceGetEnforcedPowerLimit(device, limit);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
-{
-    unsigned int i;
-    nvmlReturn_t r = sensor(device, pState, &i);
-    if (r == NVML_SUCCESS)
-        *pState = NVML_PSTATE_0; /* persistence mode on: always ready */
-    return r;
-}
-
-static int clock_mhz(nvmlClockType_t type, unsigned int *out)
-{
-    switch (type) {
-    case NVML_CLOCK_GRAPHICS:
-    case NVML_CLOCK_SM: *out = CLOCK_SM_MHZ; return 0;
-    case NVML_CLOCK_MEM: *out = CLOCK_MEM_MHZ; return 0;
-    case NVML_CLOCK_VIDEO: *out = CLOCK_VIDEO_MHZ; return 0;
-    default: return -1;
-    }
-}
-
-/* The simulated GPU always runs at its maximum clocks. */
-NVML_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
-                                             unsigned int *clock)
-{
-    unsigned int i;
-    nvmlReturn_t r = sensor(device, clock, &i);
-    if (r != NVML_SUCCESS)
-        return r;
-    return clock_mhz(type, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
-                                                unsigned int *clock)
-{
-    return nvmlDeviceGetClockInfo(device, type, clock);
-}
-
-NVML_API nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType,
-                                         nvmlClockId_t clockId, unsigned int *clockMHz)
-{
-    if ((unsigned int)clockId > NVML_CLOCK_ID_CUSTOMER_BOOST_MAX)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return nvmlDeviceGetClockInfo(device, clockType, clockMHz);
 }

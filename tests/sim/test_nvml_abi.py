@@ -41,7 +41,8 @@ needs_header = pytest.mark.skipif(NVML_H is None,
 
 SIZES = ["nvmlPciInfo_t", "nvmlPciInfoExt_v1_t", "nvmlUtilization_t", "nvmlMemory_t",
          "nvmlMemory_v2_t", "nvmlProcessInfo_v1_t", "nvmlProcessInfo_v2_t", "nvmlProcessInfo_t",
-         "nvmlTemperature_v1_t", "nvmlDevice_t", "nvmlReturn_t", "nvmlClockType_t"]
+         "nvmlTemperature_v1_t", "nvmlProcessUtilizationSample_t", "nvmlDevice_t",
+         "nvmlReturn_t", "nvmlClockType_t"]
 OFFSETS = {
     "nvmlPciInfo_t": ["busIdLegacy", "domain", "bus", "device", "pciDeviceId",
                       "pciSubSystemId", "busId"],
@@ -53,6 +54,8 @@ OFFSETS = {
     "nvmlProcessInfo_v2_t": ["pid", "usedGpuMemory", "gpuInstanceId", "computeInstanceId"],
     "nvmlTemperature_v1_t": ["version", "sensorType", "temperature"],
     "nvmlUtilization_t": ["gpu", "memory"],
+    "nvmlProcessUtilizationSample_t": ["pid", "timeStamp", "smUtil", "memUtil", "encUtil",
+                                       "decUtil"],
 }
 VALUES = [
     "NVML_SUCCESS", "NVML_ERROR_UNINITIALIZED", "NVML_ERROR_INVALID_ARGUMENT",

@@ -385,3 +385,36 @@ def test_process_utilisation_splits_the_device_between_two_workloads(
         assert 20 <= share <= 80, samples
     assert statistics.median(sum(sm for _, sm, *_ in s) for s in samples) >= 60, samples
     assert statistics.median(busy["util"]) >= 60, busy
+
+
+THREADS = """
+import threading
+errors = []
+def worker(k):
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            nv.nvmlInit()
+            h = nv.nvmlDeviceGetHandleByIndex(0)
+            nv.nvmlDeviceGetMemoryInfo(h)
+            nv.nvmlDeviceGetUtilizationRates(h)
+            nv.nvmlDeviceGetComputeRunningProcesses(h)
+            nv.nvmlDeviceGetTemperature(h, 0)
+            nv.nvmlShutdown()
+    except Exception as exc:
+        errors.append(repr(exc))
+ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+out = {"errors": errors, "after": err(nv.nvmlDeviceGetCount)}
+"""
+
+
+def test_threads_initialising_and_querying_at_once(
+        nvml_env: dict[str, str], sim_progs: dict[str, Path]) -> None:
+    p = _hold(sim_progs["memhold"], nvml_env, 32 * MIB)
+    try:
+        out = run_py(nvml_env, THREADS)
+    finally:
+        _release(p)
+    assert out == {"errors": [], "after": 1}    # balanced init/shutdown: uninitialised again

@@ -156,6 +156,26 @@ static const struct lookup_row rows[] = {
     L(cuGetProcAddress, cuGetProcAddress, 11030),
     L(cuGetProcAddress, cuGetProcAddress_v2, 12000),
     L(cuGetExportTable, cuGetExportTable, 3000),
+    /* stream capture (capture.c) */
+    L(cuStreamWaitEvent, cuStreamWaitEvent, 3020),
+    P(cuStreamWaitEvent, cuStreamWaitEvent_ptsz, 7000),
+    L(cuStreamBeginCapture, cuStreamBeginCapture, 10000),
+    P(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, 10000),
+    L(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010),
+    P(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010),
+    L(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030),
+    P(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, 12030),
+    L(cuStreamEndCapture, cuStreamEndCapture, 10000),
+    P(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000),
+    L(cuStreamIsCapturing, cuStreamIsCapturing, 10000),
+    P(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000),
+    L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo, 10010),
+    P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz, 10010),
+    L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2, 11030),
+    P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2_ptsz, 11030),
+    L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3, 12030),
+    P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3_ptsz, 12030),
+    L(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010),
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])

@@ -83,14 +83,15 @@ static void invalidate(struct sim_capture *c)
 /* Replace (add = 0) or extend (add = 1) a stream's dependency set. */
 static int set_deps(struct CUstream_st *s, const CUgraphNode *deps, size_t n, int add)
 {
-    size_t base = add ? s->ndeps : 0;
-    if (grow((void **)&s->deps, &s->deps_cap, base + n, sizeof *s->deps) != 0)
+    size_t base = add ? s->ndeps : 0, old = s->deps_cap;
+    if (grow((void **)&s->deps, &s->deps_cap, base + n + 1, sizeof *s->deps) != 0)
         return -1;
-    size_t cap = s->deps_cap;
-    void *e = realloc(s->edges, cap * sizeof *s->edges);
-    if (!e)
-        return -1;
-    s->edges = e;
+    if (!s->edges || s->deps_cap != old) {
+        void *e = realloc(s->edges, s->deps_cap * sizeof *s->edges);
+        if (!e)
+            return -1;
+        s->edges = e;
+    }
     size_t k = base;
     for (size_t i = 0; i < n; i++) {
         size_t j = 0;

@@ -200,11 +200,18 @@ static CUresult event_check(CUevent e)
     return sim_handle_ok(e, SIM_K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-/* Querying, synchronizing or timing: not on an event last recorded in a capture. */
-static CUresult event_check_use(CUevent e)
+/* Querying, synchronizing or timing: never on an event last recorded in a
+ * capture; on others, a "potentially unsafe" call during a capture (PyTorch's
+ * caching allocator defers its event queries while a capture is underway for
+ * this reason). */
+static CUresult event_check_use(CUevent e, int unsafe)
 {
     CUresult r = event_check(e);
-    return r != CUDA_SUCCESS ? r : sim_capture_check_event(e);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_check_event(e);
+    if (r == CUDA_SUCCESS && unsafe)
+        r = sim_capture_check_unsafe();
+    return r;
 }
 
 /* 1 when done (and its time cached), 0 when pending. */
@@ -220,7 +227,7 @@ static int event_done(CUevent e)
 
 CUresult cuEventQuery(CUevent hEvent)
 {
-    CUresult r = event_check_use(hEvent);
+    CUresult r = event_check_use(hEvent, 1);
     if (r != CUDA_SUCCESS)
         return r;
     return event_done(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -228,7 +235,7 @@ CUresult cuEventQuery(CUevent hEvent)
 
 CUresult cuEventSynchronize(CUevent hEvent)
 {
-    CUresult r = event_check_use(hEvent);
+    CUresult r = event_check_use(hEvent, 1);
     if (r != CUDA_SUCCESS)
         return r;
     if (hEvent->recorded && sim_handle_ok(hEvent->ctx, SIM_K_CTX))
@@ -239,9 +246,9 @@ CUresult cuEventSynchronize(CUevent hEvent)
 
 CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    CUresult r = event_check_use(hStart);
+    CUresult r = event_check_use(hStart, 0);
     if (r == CUDA_SUCCESS)
-        r = event_check_use(hEnd);
+        r = event_check_use(hEnd, 0);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pMilliseconds)

@@ -84,6 +84,14 @@ def test_capture_modes(sim_progs: dict[str, Path], sim_env: dict[str, str]) -> N
     assert ints(r["wrongthread"], "other", "own", "nodes") == [WRONG_THREAD, SUCCESS, 1]
 
 
+def test_event_queries_are_unsafe_during_a_global_capture(sim_progs: dict[str, Path],
+                                                          sim_env: dict[str, str]) -> None:
+    """An ordinary (uncaptured) event: refused in GLOBAL mode, allowed in RELAXED mode."""
+    r = run(sim_progs, sim_env, "plainevent")["plainevent"]
+    assert r["global"] == f"{UNSUPPORTED},{INVALIDATED}"
+    assert r["relaxed"] == f"{SUCCESS},{SUCCESS}"
+
+
 def test_event_joins_fork_and_join_streams(sim_progs: dict[str, Path],
                                            sim_env: dict[str, str]) -> None:
     r = run(sim_progs, sim_env, "forkjoin", "unjoined")

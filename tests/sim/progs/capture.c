@@ -338,6 +338,32 @@ static void memcpy_nodes(void)
            out[0]);
 }
 
+/* plainevent: querying an ordinary event is a potentially unsafe call during a
+ * GLOBAL capture; a thread in RELAXED mode may. */
+static void plainevent(void)
+{
+    CUstream s, s2;
+    CUevent ev;
+    CUgraph g = NULL;
+    cuStreamCreate(&s, 0);
+    cuStreamCreate(&s2, 0);
+    cuEventCreate(&ev, 0);
+    kern(s2);
+    cuEventRecord(ev, s2);
+    cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    kern(s);
+    int q1 = cuEventQuery(ev);
+    int e1 = cuStreamEndCapture(s, &g);
+    cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    kern(s);
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cuThreadExchangeStreamCaptureMode(&m);
+    int q2 = cuEventSynchronize(ev);
+    cuThreadExchangeStreamCaptureMode(&m);
+    int e2 = cuStreamEndCapture(s, &g);
+    printf("plainevent global=%d,%d relaxed=%d,%d\n", q1, e1, q2, e2);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -354,6 +380,7 @@ int main(int argc, char **argv)
         else if (!strcmp(c, "unjoined")) forkjoin(0);
         else if (!strcmp(c, "crossing")) crossing();
         else if (!strcmp(c, "memcpy")) memcpy_nodes();
+        else if (!strcmp(c, "plainevent")) plainevent();
         else sync_invalidates(c);
     }
     return r;

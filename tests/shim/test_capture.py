@@ -78,6 +78,32 @@ def test_capture_under_an_inflight_cap_is_not_charged(capture_bin: Path, job: Jo
         p.close()
 
 
+@pytest.mark.parametrize("flags", [0, 2])
+def test_capture_through_cu_get_proc_address_is_not_charged(capture_bin: Path, job: Job,
+                                                            flags: int) -> None:
+    """cudart finds the driver through cuGetProcAddress: the begin/end it gets (the _v2 and, with
+    the per-thread flag, the _ptsz variants) must be the shim's, or captures go uncounted."""
+    job.seg.set_defaults(SlotDefaults(inflight_cap=K))
+    p = Probe(capture_bin, job.env, "init", "kick:1:1000:1000", "ready",
+              f"pcapture:4:1000:1000:{flags}", "ready", "replay:2", "ready")
+    try:
+        assert p.lines(3) == [["init", "0"], ["kick", "0"], ["ready"]]
+        (slot,) = job.seg.live_slots()
+        before = job.seg.counters(slot)
+        p.go()
+        cap, ready = p.lines(2)
+        check_capture(cap, "pcapture", 4)
+        during = job.seg.counters(slot)
+        assert (during.launches, during.work) == (before.launches, before.work)
+        p.go()
+        replay, _ = p.lines(2)
+        assert replay[:3] == ["replay", "0", "0"]
+        after = job.seg.counters(slot)
+        assert (after.launches - before.launches, after.work - before.work) == (8, 8 * K)
+    finally:
+        p.close()
+
+
 @pytest.fixture
 def opp(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[tuple[dict[str, str],
                                                                     segment.Segment,

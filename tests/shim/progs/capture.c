@@ -7,6 +7,7 @@
  *                          "capture <begin> <launches> <end> <nodes> <kernel nodes> <inst> <ns>"
  *   fork:N:G:B             the same, the launches on s2, which joins the capture through an
  *                          event recorded in s and is joined back: same line, "fork ..."
+ *   pcapture:N:G:B:FLAGS   the same through cuGetProcAddress_v2 (12080, FLAGS): "pcapture ..."
  *   replay:N               N launches of the last graph on s, then a synchronize of s:
  *                          "replay <rc> <sync rc> <ns>"
  *   illegal                begin on s, one launch, cuStreamSynchronize(s), end:
@@ -102,6 +103,34 @@ static void capture(const char *c, int fork)
            ns);
 }
 
+/* The same, through entry points found by cuGetProcAddress_v2 (CUDA 12.8, flags:
+ * 0 legacy, 2 per-thread default stream) as cudart finds them. */
+static void pcapture(const char *c)
+{
+    void *b = NULL, *e = NULL, *l = NULL;
+    cuuint64_t fl = arg(c, 4);
+    int r = cuGetProcAddress_v2("cuStreamBeginCapture", &b, 12080, fl, NULL);
+    if (!r) r = cuGetProcAddress_v2("cuStreamEndCapture", &e, 12080, fl, NULL);
+    if (!r) r = cuGetProcAddress_v2("cuLaunchKernel", &l, 12080, fl, NULL);
+    if (r) {
+        printf("pcapture lookup %d\n", r);
+        return;
+    }
+    CUgraph g = NULL;
+    unsigned long long t0 = now_ns();
+    int rb = ((tgs_pfn_cuStreamBeginCapture_v2)b)(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    int rl = 0;
+    for (unsigned long long i = 0; i < arg(c, 1) && !rl; i++)
+        rl = ((tgs_pfn_cuLaunchKernel)l)(fn, (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1,
+                                         0, s, NULL, NULL);
+    int re = ((tgs_pfn_cuStreamEndCapture)e)(s, &g);
+    size_t n = 0;
+    if (g)
+        cuGraphGetNodes(g, NULL, &n);
+    int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
+    printf("pcapture %d %d %d %zu %zu %d %llu\n", rb, rl, re, n, n, inst, now_ns() - t0);
+}
+
 static int cmd(const char *c)
 {
     int r = 0;
@@ -112,6 +141,8 @@ static int cmd(const char *c)
         printf("kick %d\n", r);
     } else if (!strncmp(c, "capture:", 8)) {
         capture(c, 0);
+    } else if (!strncmp(c, "pcapture:", 9)) {
+        pcapture(c);
     } else if (!strncmp(c, "fork:", 5)) {
         capture(c, 1);
     } else if (!strncmp(c, "replay:", 7)) {

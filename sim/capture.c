@@ -593,6 +593,34 @@ static CUresult wait_event(CUstream s, CUevent e, unsigned int flags, int ptsz)
     return r;
 }
 
+static CUresult update_deps(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges,
+                            size_t n, unsigned int flags)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    CUresult r = sim_stream_resolve(s, &ctx, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((n && !deps) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; edges && i < n; i++)
+        if (edges[i].from_port || edges[i].to_port || edges[i].type)
+            return CUDA_ERROR_NOT_SUPPORTED; /* edge annotations: not modelled */
+    lock();
+    struct sim_capture *c = obj ? obj->cap : NULL;
+    if (!c)
+        r = CUDA_ERROR_ILLEGAL_STATE; /* not capturing */
+    else if (c->status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+        if (!sim_graph_has_node(c->graph, deps[i]))
+            r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && set_deps(obj, deps, n, flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    unlock();
+    return r;
+}
+
 /* ---- entry points ---- */
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
@@ -714,4 +742,27 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
     return wait_event(hStream, hEvent, Flags, 1);
+}
+
+CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                           size_t numDependencies, unsigned int flags)
+{
+    return update_deps(hStream, dependencies, NULL, numDependencies, flags);
+}
+CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies,
+                                                size_t numDependencies, unsigned int flags)
+{
+    return update_deps(hStream, dependencies, NULL, numDependencies, flags);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
+                                              const CUgraphEdgeData *dependencyData,
+                                              size_t numDependencies, unsigned int flags)
+{
+    return update_deps(hStream, dependencies, dependencyData, numDependencies, flags);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies,
+                                                   const CUgraphEdgeData *dependencyData,
+                                                   size_t numDependencies, unsigned int flags)
+{
+    return update_deps(hStream, dependencies, dependencyData, numDependencies, flags);
 }

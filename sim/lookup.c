@@ -175,6 +175,10 @@ static const struct lookup_row rows[] = {
     P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2_ptsz, 11030),
     L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3, 12030),
     P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3_ptsz, 12030),
+    L(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies, 11030),
+    P(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_ptsz, 11030),
+    L(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_v2, 12030),
+    P(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_v2_ptsz, 12030),
     L(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010),
 };
 

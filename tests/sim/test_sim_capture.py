@@ -123,3 +123,10 @@ def test_async_copies_become_memcpy_nodes(sim_progs: dict[str, Path],
     assert ints(r, "begin", "copy1", "launch", "copy2", "end", "nodes") == [0, 0, 0, 0, 0, 3]
     assert r["types"] == f"{MEMCPY},{MEMCPY}"
     assert ints(r, "before", "replay", "after") == [0, SUCCESS, 7]   # copied at replay only
+
+
+def test_update_capture_dependencies(sim_progs: dict[str, Path], sim_env: dict[str, str]) -> None:
+    r = run(sim_progs, sim_env, "updatedeps")["updatedeps"]
+    assert r["set"] == "0,1,1"          # SET: the dependency set is now the first kernel only
+    assert r["add"] == "0,2"            # ADD: the second kernel joins it again
+    assert ints(r, "bad", "not_capturing", "end", "nodes") == [1, ILLEGAL_STATE, SUCCESS, 3]

@@ -364,6 +364,37 @@ static void plainevent(void)
     printf("plainevent global=%d,%d relaxed=%d,%d\n", q1, e1, q2, e2);
 }
 
+/* updatedeps: replace and extend a capturing stream's dependency set. */
+static void updatedeps(void)
+{
+    CUstream s, idle;
+    CUgraph g = NULL, cg;
+    CUstreamCaptureStatus cs;
+    cuuint64_t id;
+    const CUgraphNode *deps;
+    size_t n1 = 0, n2 = 0;
+    cuStreamCreate(&s, 0);
+    cuStreamCreate(&idle, 0);
+    cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    kern(s);
+    cuStreamGetCaptureInfo_v2(s, &cs, &id, &cg, &deps, &n1);
+    CUgraphNode a = deps[0], b;
+    kern(s);
+    cuStreamGetCaptureInfo_v2(s, &cs, &id, &cg, &deps, &n1);
+    b = deps[0];
+    int set = cuStreamUpdateCaptureDependencies(s, &a, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    cuStreamGetCaptureInfo_v2(s, &cs, &id, &cg, &deps, &n1);
+    int first_is_a = n1 == 1 && deps[0] == a;
+    int add = cuStreamUpdateCaptureDependencies_v2(s, &b, NULL, 1, 0);
+    cuStreamGetCaptureInfo_v2(s, &cs, &id, &cg, &deps, &n2);
+    int bad = cuStreamUpdateCaptureDependencies(s, &a, 1, 5);
+    int notcap = cuStreamUpdateCaptureDependencies(idle, &a, 1, 0);
+    kern(s);
+    int e = cuStreamEndCapture(s, &g);
+    printf("updatedeps set=%d,%zu,%d add=%d,%zu bad=%d not_capturing=%d end=%d nodes=%zu\n", set,
+           n1, first_is_a, add, n2, bad, notcap, e, nodes(g));
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -381,6 +412,7 @@ int main(int argc, char **argv)
         else if (!strcmp(c, "crossing")) crossing();
         else if (!strcmp(c, "memcpy")) memcpy_nodes();
         else if (!strcmp(c, "plainevent")) plainevent();
+        else if (!strcmp(c, "updatedeps")) updatedeps();
         else sync_invalidates(c);
     }
     return r;

@@ -300,6 +300,7 @@ static void leave(struct CUstream_st *s)
 
 void sim_capture_stream_gone(struct CUstream_st *obj)
 {
+    CUgraph drop = NULL;
     lock();
     struct sim_capture *c = obj->cap;
     if (c) {
@@ -310,14 +311,27 @@ void sim_capture_stream_gone(struct CUstream_st *obj)
         if (c->origin == obj) {
             /* can never be ended now: the sequence ends here, its graph with it */
             unlink_capture(c);
-            if (c->own_graph)
-                cuGraphDestroy(c->graph);
+            drop = c->own_graph ? c->graph : NULL;
             free(c);
         }
     }
     unlock();
+    if (drop)
+        cuGraphDestroy(drop);
     free(obj->deps);
     free(obj->edges);
+}
+
+int sim_capture_graph_busy(CUgraph g)
+{
+    if (!sim_capture_any())
+        return 0;
+    int busy = 0;
+    lock();
+    for (struct sim_capture *c = g_sim.captures; c && !busy; c = c->next)
+        busy = c->graph == g;
+    unlock();
+    return busy;
 }
 
 void sim_capture_event_gone(struct CUevent_st *e)

@@ -296,6 +296,8 @@ CUresult cuGraphDestroy(CUgraph hGraph)
         return r;
     if (!sim_handle_ok(hGraph, SIM_K_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_graph_busy(hGraph))
+        return CUDA_ERROR_ILLEGAL_STATE; /* not while a capture builds it */
     sim_handle_del(hGraph);
     for (size_t i = 0; i < hGraph->n; i++) {
         sim_handle_del(hGraph->nodes[i]);

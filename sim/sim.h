@@ -266,6 +266,7 @@ CUresult sim_capture_check_legacy(struct CUctx_st *ctx); /* synchronous legacy-s
 CUresult sim_capture_check_unsafe(void);            /* potentially unsafe calls (cuMemAlloc) */
 void sim_capture_stream_gone(struct CUstream_st *obj);
 void sim_capture_event_gone(struct CUevent_st *e);
+int sim_capture_graph_busy(CUgraph g); /* a capture sequence is building g */
 
 #pragma GCC visibility pop
 

@@ -46,6 +46,7 @@ def test_captured_work_does_not_run_and_the_graph_replays_it(sim_progs: dict[str
         SUCCESS, ACTIVE, SUCCESS, SUCCESS, SUCCESS, SUCCESS, SUCCESS, SUCCESS]
     assert int(r["id"]) > 0 and r["deps0"] == "0" and r["deps"] == "1"   # a chain of nodes
     assert ints(r, "after", "nodes", "type", "same_graph") == [NONE, 3, KERNEL, 1]
+    assert int(r["destroy"]) == ILLEGAL_STATE         # the graph a capture is building
     # three 1 ms kernels: not executed while captured, executed at replay
     assert float(r["capture_ms"]) < 2.5, r
     assert 2.9 <= float(r["replay_ms"]) < 60, r

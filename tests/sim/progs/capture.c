@@ -68,6 +68,7 @@ static void basic(void)
     size_t nd = 99;
     int i0 = cuStreamGetCaptureInfo_v3(s, &cs, &id, &cg, &deps, &ed, &nd);
     size_t nd0 = nd;
+    int gd = cuGraphDestroy(cg); /* not while the capture builds it */
     int k = 0;
     for (int i = 0; i < 3; i++)
         k |= kern(s);
@@ -88,9 +89,9 @@ static void basic(void)
     unsigned long long run_ns = now_ns() - t0;
     printf("basic begin=%d status=%d info=%d id=%llu deps0=%zu launch=%d deps=%zu end=%d after=%d "
            "nodes=%zu type=%d same_graph=%d inst=%d replay=%d sync=%d capture_ms=%.1f "
-           "replay_ms=%.1f\n",
+           "replay_ms=%.1f destroy=%d\n",
            b, st, i0, (unsigned long long)id, nd0, k, nd, e, after, nodes(g), (int)t, same, inst,
-           l, sy, cap_ns / 1e6, run_ns / 1e6);
+           l, sy, cap_ns / 1e6, run_ns / 1e6, gd);
 }
 
 /* sync: an illegal synchronize invalidates; the stream is usable after the end. */

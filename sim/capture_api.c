@@ -193,7 +193,10 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
     return begin(hStream, 1, hGraph, dependencies, dependencyData, numDependencies, (int)mode);
 }
 
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) { return end(hStream, phGraph); }
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end(hStream, phGraph);
+}
 
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {

@@ -130,7 +130,8 @@ static CUresult update_deps(CUstream s, CUgraphNode *deps, const CUgraphEdgeData
     for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
         if (!sim_graph_has_node(c->graph, deps[i]))
             r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS && cap_set_deps(obj, deps, n, flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES))
+    int add = flags == CU_STREAM_ADD_CAPTURE_DEPENDENCIES;
+    if (r == CUDA_SUCCESS && cap_set_deps(obj, deps, n, add) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     cap_unlock();
     return r;

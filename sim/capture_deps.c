@@ -1,7 +1,7 @@
 /*
  * capture_deps.c: a capture's dependency sets: querying them
  * (cuStreamIsCapturing, cuStreamGetCaptureInfo*), joining streams through
- * events (cuStreamWaitEvent) and editing them (cuStreamUpdateCaptureDependencies*).
+ * events (cuStreamWaitEvent's rules) and editing them (cuStreamUpdateCaptureDependencies*).
  */
 #include "capture.h"
 
@@ -42,20 +42,24 @@ static CUresult info(CUstream s, int ptsz, CUstreamCaptureStatus *st, cuuint64_t
     return r;
 }
 
-static CUresult wait_event(CUstream s, CUevent e, unsigned int flags, int ptsz)
+/*
+ * The capture rules of cuStreamWaitEvent (stream_wait.c calls this after its
+ * argument checks): 1 when they decided the call (*res), 0 when it is an
+ * ordinary wait.  Waiting on a captured event forks the waiting stream into
+ * the capture (or joins the dependency sets); a capturing stream may not
+ * wait on uncaptured work; the legacy stream may not wait on a capture.
+ */
+int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct CUctx_st *ctx,
+                     struct CUstream_st *obj, CUresult *res)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!sim_handle_ok(e, SIM_K_EVENT))
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct CUctx_st *ctx;
-    struct CUstream_st *obj;
-    r = sim_stream_resolve(s, &ctx, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!e->captured && !sim_capture_any()) {
+        if (!(flags & CU_EVENT_WAIT_EXTERNAL))
+            return 0;
+        *res = CUDA_ERROR_INVALID_VALUE; /* only valid during capture */
+        return 1;
+    }
+    CUresult r = CUDA_SUCCESS;
+    int took = 1;
     cap_lock();
     struct sim_capture *ec = e->captured ? cap_find(e->cap_id) : NULL;
     struct sim_capture *sc = obj ? obj->cap : NULL;
@@ -72,10 +76,10 @@ static CUresult wait_event(CUstream s, CUevent e, unsigned int flags, int ptsz)
             r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         } else if (!sc) {
             r = cap_join(ec, obj, e->cap_deps, e->ncap_deps) == 0 ? CUDA_SUCCESS
-                                                               : CUDA_ERROR_OUT_OF_MEMORY;
+                                                                  : CUDA_ERROR_OUT_OF_MEMORY;
         } else if (sc == ec) {
             r = cap_set_deps(obj, e->cap_deps, e->ncap_deps, 1) == 0 ? CUDA_SUCCESS
-                                                                  : CUDA_ERROR_OUT_OF_MEMORY;
+                                                                     : CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             cap_invalidate(sc);
             cap_invalidate(ec);
@@ -94,18 +98,12 @@ static CUresult wait_event(CUstream s, CUevent e, unsigned int flags, int ptsz)
         r = CUDA_ERROR_INVALID_VALUE; /* only valid during capture */
     } else if (legacy && cap_blocking(ctx)) {
         r = cap_legacy_locked(ctx);
-    } else if (obj && e->recorded && e->ctx == ctx) {
-        /* one FIFO per context: the order holds already; a later synchronize
-         * of this stream must also cover the event's work */
-        if (e->seq > __atomic_load_n(&obj->last_seq, __ATOMIC_ACQUIRE))
-            __atomic_store_n(&obj->last_seq, e->seq, __ATOMIC_RELEASE);
-    } else if (e->recorded && e->ctx != ctx && sim_handle_ok(e->ctx, SIM_K_CTX)) {
-        cap_unlock();
-        sim_wait_seq(e->ctx, e->seq); /* across contexts: the host waits (see the docs) */
-        return CUDA_SUCCESS;
+    } else {
+        took = 0;
     }
     cap_unlock();
-    return r;
+    *res = r;
+    return took;
 }
 
 static CUresult update_deps(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges,
@@ -197,16 +195,6 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
 {
     return info(hStream, 1, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
                 numDependencies_out);
-}
-
-CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{
-    return wait_event(hStream, hEvent, Flags, 0);
-}
-
-CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{
-    return wait_event(hStream, hEvent, Flags, 1);
 }
 
 CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,

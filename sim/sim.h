@@ -260,6 +260,9 @@ int sim_capture_record(CUevent e, CUstream s, int ptsz, struct CUctx_st *ctx,
  * (the capture it hit is invalidated). */
 CUresult sim_capture_check_sync(CUstream s, int ptsz, struct CUctx_st *ctx,
                                 struct CUstream_st *obj);
+/* cuStreamWaitEvent's capture rules (after its argument checks): see above. */
+int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct CUctx_st *ctx,
+                     struct CUstream_st *obj, CUresult *res);
 CUresult sim_capture_check_event(CUevent e);       /* query/sync/elapsed of an event */
 CUresult sim_capture_check_ctx(struct CUctx_st *ctx); /* cuCtxSynchronize */
 CUresult sim_capture_check_legacy(struct CUctx_st *ctx); /* synchronous legacy-stream work */

@@ -78,6 +78,32 @@ def test_capture_under_an_inflight_cap_is_not_charged(capture_bin: Path, job: Jo
         p.close()
 
 
+def test_own_events_do_not_invalidate_a_capture_of_the_same_thread(capture_bin: Path,
+                                                                    job: Job) -> None:
+    """While the thread captures on one stream it launches 2 ms kernels on another under a cap
+    of one kernel: those launches wait, record and query the shim's events, which in the
+    default GLOBAL capture mode would be prohibited calls that invalidate the capture."""
+    job.seg.set_defaults(SlotDefaults(inflight_cap=2 * K))
+    # the last launch before the capture is on the stream that then captures: the in-flight
+    # events must go on the other stream instead
+    p = Probe(capture_bin, job.env, "init", "kick:1:1000:1000", "sync", "ready",
+              "mixed:4:2000:1000", "ready")
+    try:
+        assert p.lines(4) == [["init", "0"], ["kick", "0"], ["sync", "0"], ["ready"]]
+        (slot,) = job.seg.live_slots()
+        before = job.seg.counters(slot)
+        p.go()
+        mixed, ready = p.lines(2)
+        check_capture(mixed[:8], "mixed", 4)
+        assert mixed[8] == "0" and ready == ["ready"]
+        during = job.seg.counters(slot)       # only the four launches on the other stream
+        assert (during.launches - before.launches, during.work - before.work) == (4, 4 * 2 * K)
+        # the cap held for them: each waited for the previous 2 ms kernel
+        assert int(mixed[7]) > 5_000_000, mixed
+    finally:
+        p.close()
+
+
 @pytest.mark.parametrize("flags", [0, 2])
 def test_capture_through_cu_get_proc_address_is_not_charged(capture_bin: Path, job: Job,
                                                             flags: int) -> None:

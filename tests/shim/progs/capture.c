@@ -8,6 +8,8 @@
  *   fork:N:G:B             the same, the launches on s2, which joins the capture through an
  *                          event recorded in s and is joined back: same line, "fork ..."
  *   pcapture:N:G:B:FLAGS   the same through cuGetProcAddress_v2 (12080, FLAGS): "pcapture ..."
+ *   mixed:N:G:B            while s captures N launches, N more on a third stream s3 (run, and
+ *                          charged): "mixed <capture fields as above> <sync of s3 rc>"
  *   replay:N               N launches of the last graph on s, then a synchronize of s:
  *                          "replay <rc> <sync rc> <ns>"
  *   illegal                begin on s, one launch, cuStreamSynchronize(s), end:
@@ -23,7 +25,7 @@
 #include "tgs/cuda_abi.h"
 
 static CUfunction fn;
-static CUstream s, s2;
+static CUstream s, s2, s3;
 static CUgraphExec exec;
 
 static unsigned long long now_ns(void)
@@ -46,6 +48,7 @@ static int init(void)
     if (!r) r = cuModuleGetFunction(&fn, m, "k");
     if (!r) r = cuStreamCreate(&s, 0);
     if (!r) r = cuStreamCreate(&s2, 0);
+    if (!r) r = cuStreamCreate(&s3, 0);
     return r;
 }
 
@@ -131,6 +134,27 @@ static void pcapture(const char *c)
     printf("pcapture %d %d %d %zu %zu %d %llu\n", rb, rl, re, n, n, inst, now_ns() - t0);
 }
 
+/* mixed: while s captures, the same thread also launches for real on s3. */
+static void mixed(const char *c)
+{
+    CUgraph g = NULL;
+    unsigned long long n = arg(c, 1), t0 = now_ns();
+    unsigned gx = (unsigned)arg(c, 2), bx = (unsigned)arg(c, 3);
+    int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    int l = 0;
+    for (unsigned long long i = 0; i < n && !l; i++) {
+        l = launch_n(s, 1, gx, bx);
+        if (!l) l = launch_n(s3, 1, gx, bx);
+    }
+    int e = cuStreamEndCapture(s, &g);
+    size_t nodes = 0;
+    if (g)
+        cuGraphGetNodes(g, NULL, &nodes);
+    int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
+    int sy = cuStreamSynchronize(s3);
+    printf("mixed %d %d %d %zu %zu %d %llu %d\n", b, l, e, nodes, nodes, inst, now_ns() - t0, sy);
+}
+
 static int cmd(const char *c)
 {
     int r = 0;
@@ -141,6 +165,8 @@ static int cmd(const char *c)
         printf("kick %d\n", r);
     } else if (!strncmp(c, "capture:", 8)) {
         capture(c, 0);
+    } else if (!strncmp(c, "mixed:", 6)) {
+        mixed(c);
     } else if (!strncmp(c, "pcapture:", 9)) {
         pcapture(c);
     } else if (!strncmp(c, "fork:", 5)) {

@@ -259,8 +259,10 @@ void tgs_fit_reset(void);       /* in a forked child */
  * out of captures and never invalidate one. */
 static inline int tgs_capture_any(void) { return TGS_RELAXED_LOAD(&tgs_g.captures) != 0; }
 int tgs_capturing(CUstream stream, int ptsz); /* 1: work on stream is being captured */
-int tgs_capture_relax(void);            /* RELAXED mode for the shim's own calls; returns */
-void tgs_capture_restore(int saved);    /* what tgs_capture_restore needs */
+/* Around the shim's own event calls: the RELAXED capture mode while any
+ * capture is in progress; relax returns what restore needs (-1: nothing). */
+int tgs_capture_relax(void);
+void tgs_capture_restore(int saved);
 
 /* attach.c: a thread's lane */
 struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);

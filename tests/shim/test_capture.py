@@ -78,6 +78,32 @@ def test_capture_under_an_inflight_cap_is_not_charged(capture_bin: Path, job: Jo
         p.close()
 
 
+def test_capture_under_a_rate_limit_takes_no_tokens(capture_bin: Path, job: Job) -> None:
+    """At 200k work units/s each 1e6-unit kernel costs 5 s of tokens: a charged capture of three
+    would wait ~10 s."""
+    job.seg.set_defaults(SlotDefaults(rate=200_000, burst=1000))
+    p = Probe(capture_bin, job.env, "init", "kick:1:1000:1000", "ready", "capture:3:1000:1000",
+              "ready", "replay:1", "ready")
+    try:
+        assert p.lines(3) == [["init", "0"], ["kick", "0"], ["ready"]]
+        (slot,) = job.seg.live_slots()
+        before = job.seg.counters(slot)
+        p.go()
+        cap, ready = p.lines(2)
+        assert check_capture(cap, "capture", 3) < 2e9, cap
+        during = job.seg.counters(slot)
+        assert (during.launches, during.work, during.throttled) == (
+            before.launches, before.work, before.throttled)
+        job.seg.set_rate(slot, 1 << 40, 0)     # let the replay go at once
+        p.go()
+        replay, ready = p.lines(2)
+        assert replay[:3] == ["replay", "0", "0"]
+        after = job.seg.counters(slot)
+        assert (after.launches - before.launches, after.work - before.work) == (3, 3 * K)
+    finally:
+        p.close()
+
+
 def test_own_events_do_not_invalidate_a_capture_of_the_same_thread(capture_bin: Path,
                                                                     job: Job) -> None:
     """While the thread captures on one stream it launches 2 ms kernels on another under a cap

@@ -73,7 +73,8 @@ int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct
         } else if (!obj) {
             r = CUDA_ERROR_NOT_SUPPORTED; /* the per-thread default stream: not modelled */
         } else if (ec->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+            /* an idle stream cannot join an invalidated capture */
+            r = sc ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_INVALID_VALUE;
         } else if (!sc) {
             r = cap_join(ec, obj, e->cap_deps, e->ncap_deps) == 0 ? CUDA_SUCCESS
                                                                   : CUDA_ERROR_OUT_OF_MEMORY;

@@ -116,6 +116,7 @@ def test_waits_across_captures_are_refused(sim_progs: dict[str, Path],
     assert split["twice"] == [SUCCESS, ILLEGAL_STATE]
     assert split["unmatched"] == [ILLEGAL_STATE]        # s2 is not capturing
     assert split["forked_end"] == [UNMATCHED, INVALIDATED]  # ended from a joined stream
+    assert split["idle_join"] == [1]    # an idle stream joining an invalidated capture
     assert split["legacy"] == [UNSUPPORTED]             # the legacy stream cannot capture
     assert split["end"] == [SUCCESS] and split["not_capturing"] == [ILLEGAL_STATE]
 

@@ -300,10 +300,13 @@ static void crossing(void)
     cuEventRecord(ev, s1);
     cuStreamWaitEvent(s2, ev, 0);
     int fe = cuStreamEndCapture(s2, &g2);
+    CUstream s3;
+    cuStreamCreate(&s3, 0);
+    int idle_join = cuStreamWaitEvent(s3, ev, 0); /* ev's capture is invalidated now */
     int fe1 = cuStreamEndCapture(s1, &g1);
     printf("crossing isolation=%d,%d merge=%d,%d,%d twice=%d,%d unmatched=%d legacy=%d end=%d "
-           "not_capturing=%d forked_end=%d,%d\n", iso, e, merge, e1, e2, again, twice, unmatched,
-           legacy, e3, notcap, fe, fe1);
+           "not_capturing=%d forked_end=%d,%d idle_join=%d\n", iso, e, merge, e1, e2, again,
+           twice, unmatched, legacy, e3, notcap, fe, fe1, idle_join);
 }
 
 /* memcpy: async copies become memcpy nodes; the bytes move at replay. */

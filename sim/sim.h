@@ -200,7 +200,7 @@ CUresult sim_ctx_sync(struct CUctx_st *ctx);
 /* stream_event.c: resolve a stream handle to its context and stream object */
 CUresult sim_stream_resolve(CUstream s, struct CUctx_st **ctx, struct CUstream_st **obj);
 void sim_stream_note(struct CUctx_st *ctx, struct CUstream_st *obj, uint64_t seq_end);
-CUresult sim_stream_sync(CUstream s, int ptsz);
+CUresult sim_stream_sync(CUstream s);
 
 /* memory.c: regions of simulated device memory */
 enum sim_region_kind { SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP };

@@ -103,7 +103,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 
 CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
 
-CUresult sim_stream_sync(CUstream s, int ptsz)
+static CUresult stream_sync(CUstream s, int ptsz)
 {
     struct CUctx_st *ctx;
     struct CUstream_st *obj;
@@ -116,8 +116,10 @@ CUresult sim_stream_sync(CUstream s, int ptsz)
     return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream hStream) { return sim_stream_sync(hStream, 0); }
-CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return sim_stream_sync(hStream, 1); }
+CUresult sim_stream_sync(CUstream s) { return stream_sync(s, 0); }
+
+CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, 0); }
+CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream, 1); }
 
 static CUresult stream_query(CUstream hStream, int ptsz)
 {

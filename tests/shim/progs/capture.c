@@ -35,6 +35,11 @@ static unsigned long long now_ns(void)
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
+/* Real PTX (a real driver JIT-compiles it; the simulator reads the cost line). */
+static const char PTX[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
+                          "// tgs-sim: cost k 1\n"
+                          ".visible .entry k()\n{\n    ret;\n}\n";
+
 static int init(void)
 {
     CUdevice d;
@@ -44,7 +49,7 @@ static int init(void)
     if (!r) r = cuDeviceGet(&d, 0);
     if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
     if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, "// tgs-sim: cost k 1\n.entry k {}\n");
+    if (!r) r = cuModuleLoadData(&m, PTX);
     if (!r) r = cuModuleGetFunction(&fn, m, "k");
     if (!r) r = cuStreamCreate(&s, 0);
     if (!r) r = cuStreamCreate(&s2, 0);

@@ -134,3 +134,10 @@ def test_update_capture_dependencies(sim_progs: dict[str, Path], sim_env: dict[s
     assert r["set"] == "0,1,1"          # SET: the dependency set is now the first kernel only
     assert r["add"] == "0,2"            # ADD: the second kernel joins it again
     assert ints(r, "bad", "not_capturing", "end", "nodes") == [1, ILLEGAL_STATE, SUCCESS, 3]
+
+
+def test_other_streams_may_be_synchronized_during_a_capture(sim_progs: dict[str, Path],
+                                                             sim_env: dict[str, str]) -> None:
+    """The model's choice (tests/gpu compares it with a real driver)."""
+    r = run(sim_progs, sim_env, "otherstream")["otherstream"]
+    assert ints(r, "query", "sync", "end", "nodes") == [SUCCESS, SUCCESS, SUCCESS, 1]

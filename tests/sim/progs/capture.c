@@ -404,6 +404,24 @@ static void updatedeps(void)
            n1, first_is_a, add, n2, bad, notcap, e, nodes(g));
 }
 
+/* otherstream: querying and synchronizing a stream that does not capture, while another
+ * does (GLOBAL); modelled as allowed (docs/simulator.md). */
+static void otherstream(void)
+{
+    CUstream s, s2;
+    CUgraph g = NULL;
+    cuStreamCreate(&s, 0);
+    cuStreamCreate(&s2, 0);
+    kern(s2);
+    cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    kern(s);
+    int q = cuStreamQuery(s2);
+    int sy = cuStreamSynchronize(s2);
+    int e = cuStreamEndCapture(s, &g);
+    printf("otherstream query=%d sync=%d end=%d nodes=%zu\n", q == CUDA_ERROR_NOT_READY ? 0 : q,
+           sy, e, nodes(g));
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -422,6 +440,7 @@ int main(int argc, char **argv)
         else if (!strcmp(c, "memcpy")) memcpy_nodes();
         else if (!strcmp(c, "plainevent")) plainevent();
         else if (!strcmp(c, "updatedeps")) updatedeps();
+        else if (!strcmp(c, "otherstream")) otherstream();
         else sync_invalidates(c);
     }
     return r;

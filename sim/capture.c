@@ -182,3 +182,31 @@ void cap_unlink(struct sim_capture *c)
     free(c->streams);
     __atomic_sub_fetch(&g_sim.cap_active, 1, __ATOMIC_RELAXED);
 }
+
+struct CUstream_st *cap_stream(CUstream s, int ptsz, struct CUctx_st *ctx,
+                               struct CUstream_st *obj, int create)
+{
+    if (obj || sim_stream_is_legacy(s, ptsz))
+        return obj;
+    struct sim_thread *t = &g_sim_thread;
+    int free_i = -1;
+    for (int i = 0; i < SIM_PT_STREAMS; i++) {
+        if (t->pt_stream[i] && t->pt_ctx[i] == ctx)
+            return t->pt_stream[i];
+        if (free_i < 0 && (!t->pt_stream[i] || (!t->pt_stream[i]->cap &&
+                                                !sim_handle_ok(t->pt_ctx[i], SIM_K_CTX))))
+            free_i = i;
+    }
+    if (!create || free_i < 0)
+        return NULL;
+    struct CUstream_st *p = t->pt_stream[free_i];
+    if (!p && !(p = calloc(1, sizeof *p)))
+        return NULL;
+    free(p->deps);
+    free(p->edges);
+    memset(p, 0, sizeof *p); /* not a handle: programs never see it */
+    p->ctx = ctx;            /* a blocking stream, as the per-thread default stream is */
+    t->pt_stream[free_i] = p;
+    t->pt_ctx[free_i] = ctx;
+    return p;
+}

@@ -45,6 +45,11 @@ int cap_join(struct sim_capture *c, struct CUstream_st *s, const CUgraphNode *de
 struct sim_capture *cap_blocking(struct CUctx_st *ctx);
 CUresult cap_legacy_locked(struct CUctx_st *ctx); /* IMPLICIT, invalidating, or SUCCESS */
 void cap_leave(struct CUstream_st *s);
+/* The stream object that holds s's capture state: obj itself, none for the
+ * legacy stream, and for the per-thread default stream (which has no object
+ * in the simulator) a hidden one per thread and context, made if create. */
+struct CUstream_st *cap_stream(CUstream s, int ptsz, struct CUctx_st *ctx,
+                               struct CUstream_st *obj, int create);
 void cap_unlink(struct sim_capture *c); /* ends c: its streams leave; the caller frees c */
 
 #pragma GCC visibility pop

@@ -20,8 +20,6 @@ static CUresult begin(CUstream s, int ptsz, CUgraph into, const CUgraphNode *dep
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_stream_is_legacy(s, ptsz))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (!obj)
-        return CUDA_ERROR_NOT_SUPPORTED; /* the per-thread default stream: not modelled */
     if (into) {
         if (!sim_handle_ok(into, SIM_K_GRAPH))
             return CUDA_ERROR_INVALID_VALUE;
@@ -41,12 +39,13 @@ static CUresult begin(CUstream s, int ptsz, CUgraph into, const CUgraphNode *dep
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     cap_lock();
-    if (obj->cap) {
+    obj = cap_stream(s, ptsz, ctx, obj, 1);
+    if (!obj || obj->cap) {
         cap_unlock();
         if (c->own_graph)
             cuGraphDestroy(into);
         free(c);
-        return CUDA_ERROR_ILLEGAL_STATE; /* already capturing */
+        return obj ? CUDA_ERROR_ILLEGAL_STATE /* already capturing */ : CUDA_ERROR_OUT_OF_MEMORY;
     }
     c->id = ++g_sim.cap_next_id;
     c->mode = mode;
@@ -115,7 +114,7 @@ static int unjoined(struct sim_capture *c)
     return bad;
 }
 
-static CUresult end(CUstream s, CUgraph *phGraph)
+static CUresult end(CUstream s, int ptsz, CUgraph *phGraph)
 {
     struct CUctx_st *ctx;
     struct CUstream_st *obj;
@@ -125,6 +124,7 @@ static CUresult end(CUstream s, CUgraph *phGraph)
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     cap_lock();
+    obj = cap_stream(s, ptsz, ctx, obj, 0);
     struct sim_capture *c = obj ? obj->cap : NULL;
     if (!c) {
         cap_unlock();
@@ -195,12 +195,12 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
-    return end(hStream, phGraph);
+    return end(hStream, 0, phGraph);
 }
 
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
-    return end(hStream, phGraph);
+    return end(hStream, 1, phGraph);
 }
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)

@@ -20,6 +20,7 @@ static CUresult info(CUstream s, int ptsz, CUstreamCaptureStatus *st, cuuint64_t
     if (!sim_capture_any())
         return CUDA_SUCCESS;
     cap_lock();
+    obj = cap_stream(s, ptsz, ctx, obj, 0);
     struct sim_capture *c = obj ? obj->cap : NULL;
     if (!obj && sim_stream_is_legacy(s, ptsz) && cap_blocking(ctx)) {
         r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; /* does not invalidate */
@@ -62,6 +63,7 @@ int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct
     int took = 1;
     cap_lock();
     struct sim_capture *ec = e->captured ? cap_find(e->cap_id) : NULL;
+    obj = cap_stream(s, ptsz, ctx, obj, ec != NULL); /* joining makes the per-thread one */
     struct sim_capture *sc = obj ? obj->cap : NULL;
     int legacy = sim_stream_is_legacy(s, ptsz);
     if (e->captured && !ec) {
@@ -71,7 +73,7 @@ int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct
             cap_invalidate(ec);
             r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
         } else if (!obj) {
-            r = CUDA_ERROR_NOT_SUPPORTED; /* the per-thread default stream: not modelled */
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         } else if (ec->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
             /* an idle stream cannot join an invalidated capture */
             r = sc ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_INVALID_VALUE;
@@ -107,8 +109,8 @@ int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct
     return took;
 }
 
-static CUresult update_deps(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges,
-                            size_t n, unsigned int flags)
+static CUresult update_deps(CUstream s, int ptsz, CUgraphNode *deps,
+                            const CUgraphEdgeData *edges, size_t n, unsigned int flags)
 {
     struct CUctx_st *ctx;
     struct CUstream_st *obj;
@@ -121,6 +123,7 @@ static CUresult update_deps(CUstream s, CUgraphNode *deps, const CUgraphEdgeData
         if (edges[i].from_port || edges[i].to_port || edges[i].type)
             return CUDA_ERROR_NOT_SUPPORTED; /* edge annotations: not modelled */
     cap_lock();
+    obj = cap_stream(s, ptsz, ctx, obj, 0);
     struct sim_capture *c = obj ? obj->cap : NULL;
     if (!c)
         r = CUDA_ERROR_ILLEGAL_STATE; /* not capturing */
@@ -201,25 +204,25 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
 CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
                                            size_t numDependencies, unsigned int flags)
 {
-    return update_deps(hStream, dependencies, NULL, numDependencies, flags);
+    return update_deps(hStream, 0, dependencies, NULL, numDependencies, flags);
 }
 
 CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode *dependencies,
                                                 size_t numDependencies, unsigned int flags)
 {
-    return update_deps(hStream, dependencies, NULL, numDependencies, flags);
+    return update_deps(hStream, 1, dependencies, NULL, numDependencies, flags);
 }
 
 CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
                                               const CUgraphEdgeData *dependencyData,
                                               size_t numDependencies, unsigned int flags)
 {
-    return update_deps(hStream, dependencies, dependencyData, numDependencies, flags);
+    return update_deps(hStream, 0, dependencies, dependencyData, numDependencies, flags);
 }
 
 CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies,
                                                    const CUgraphEdgeData *dependencyData,
                                                    size_t numDependencies, unsigned int flags)
 {
-    return update_deps(hStream, dependencies, dependencyData, numDependencies, flags);
+    return update_deps(hStream, 1, dependencies, dependencyData, numDependencies, flags);
 }

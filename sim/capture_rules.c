@@ -15,6 +15,7 @@ int sim_capture_take(CUstream s, int ptsz, struct CUctx_st *ctx, struct CUstream
         return 0;
     int took = 1;
     cap_lock();
+    obj = cap_stream(s, ptsz, ctx, obj, 0);
     struct sim_capture *c = obj ? obj->cap : NULL;
     if (c && c->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         *res = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -50,6 +51,7 @@ int sim_capture_record(CUevent e, CUstream s, int ptsz, struct CUctx_st *ctx,
         return 0;
     int took = 1;
     cap_lock();
+    obj = cap_stream(s, ptsz, ctx, obj, 0);
     struct sim_capture *c = obj ? obj->cap : NULL;
     if (c && c->status != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         *res = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -85,6 +87,7 @@ CUresult sim_capture_check_sync(CUstream s, int ptsz, struct CUctx_st *ctx,
         return CUDA_SUCCESS;
     CUresult r = CUDA_SUCCESS;
     cap_lock();
+    obj = cap_stream(s, ptsz, ctx, obj, 0);
     if (obj && obj->cap) {
         cap_invalidate(obj->cap);
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

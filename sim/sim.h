@@ -15,6 +15,7 @@
 #pragma GCC visibility push(hidden)
 
 #define SIM_MAX_STACK 16 /* per-thread context stack depth */
+#define SIM_PT_STREAMS 8 /* contexts whose per-thread default stream a thread captures */
 
 enum sim_kind {
     SIM_K_CTX = 0x43545831,
@@ -140,6 +141,9 @@ struct sim_thread {
     struct CUctx_st *stack[SIM_MAX_STACK];
     int depth;
     int capture_mode; /* cuThreadExchangeStreamCaptureMode; 0 = GLOBAL */
+    /* the per-thread default stream's capture state, per context (capture.c) */
+    struct CUctx_st *pt_ctx[SIM_PT_STREAMS];
+    struct CUstream_st *pt_stream[SIM_PT_STREAMS];
 };
 extern __thread struct sim_thread g_sim_thread;
 

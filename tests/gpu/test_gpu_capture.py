@@ -22,7 +22,8 @@ SHIM = ROOT / "build" / "libtgs.so"
 SIM_DIR = ROOT / "build" / "sim"
 SCENARIOS = ["basic", "streamsync", "streamquery", "ctxsync", "legacy", "eventquery",
              "eventsync", "malloc", "nonblocking", "relaxed", "modes", "wrongthread", "forkjoin",
-             "unjoined", "crossing", "memcpy", "plainevent", "updatedeps", "otherstream"]
+             "unjoined", "crossing", "memcpy", "plainevent", "updatedeps", "otherstream",
+             "perthread"]
 NOT_COMPARED = {"id", "capture_ms", "replay_ms"}
 
 

@@ -141,3 +141,11 @@ def test_other_streams_may_be_synchronized_during_a_capture(sim_progs: dict[str,
     """The model's choice (tests/gpu compares it with a real driver)."""
     r = run(sim_progs, sim_env, "otherstream")["otherstream"]
     assert ints(r, "query", "sync", "end", "nodes") == [SUCCESS, SUCCESS, SUCCESS, 1]
+
+
+def test_the_per_thread_default_stream_captures(sim_progs: dict[str, Path],
+                                                sim_env: dict[str, str]) -> None:
+    r = run(sim_progs, sim_env, "perthread")["perthread"]
+    assert ints(r, "begin", "joins", "end", "nodes", "after") == [SUCCESS, 0, SUCCESS, 3, NONE]
+    assert r["launch"] == "0,0" and r["status"] == f"0,{ACTIVE}"
+    assert int(r["legacy"]) == IMPLICIT     # the legacy stream while a blocking stream captures

@@ -422,6 +422,35 @@ static void otherstream(void)
            sy, e, nodes(g));
 }
 
+/* perthread: capture on the per-thread default stream (CU_STREAM_PER_THREAD, or NULL
+ * through the _ptsz entry points); it is a blocking stream, so the legacy one is unusable. */
+static void perthread(void)
+{
+    CUstream pt = (CUstream)0x2, s2;
+    CUevent ev, back;
+    CUgraph g = NULL;
+    cuStreamCreate(&s2, 0);
+    cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    cuEventCreate(&back, CU_EVENT_DISABLE_TIMING);
+    int b = cuStreamBeginCapture_v2(pt, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    int l1 = cuLaunchKernel_ptsz(fn, 1000, 1, 1, 1000, 1, 1, 0, NULL, NULL, NULL);
+    int l2 = kern(pt);
+    CUstreamCaptureStatus st = 99;
+    int q = cuStreamIsCapturing_ptsz(NULL, &st);
+    CUstreamCaptureStatus lst = 99;
+    int lq = cuStreamIsCapturing(NULL, &lst);
+    int j = cuEventRecord(ev, pt);
+    j |= cuStreamWaitEvent(s2, ev, 0);
+    j |= kern(s2);
+    j |= cuEventRecord(back, s2);
+    j |= cuStreamWaitEvent_ptsz(NULL, back, 0);
+    int e = cuStreamEndCapture_ptsz(NULL, &g);
+    CUstreamCaptureStatus after = 99;
+    cuStreamIsCapturing(pt, &after);
+    printf("perthread begin=%d launch=%d,%d status=%d,%d legacy=%d joins=%d end=%d nodes=%zu "
+           "after=%d\n", b, l1, l2, q, (int)st, lq, j, e, nodes(g), (int)after);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -441,6 +470,7 @@ int main(int argc, char **argv)
         else if (!strcmp(c, "plainevent")) plainevent();
         else if (!strcmp(c, "updatedeps")) updatedeps();
         else if (!strcmp(c, "otherstream")) otherstream();
+        else if (!strcmp(c, "perthread")) perthread();
         else sync_invalidates(c);
     }
     return r;

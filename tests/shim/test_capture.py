@@ -55,15 +55,16 @@ def test_capture_under_an_inflight_cap_is_not_charged(capture_bin: Path, job: Jo
     # a cap of one kernel: a charged launch would wait for, record and query in-flight events
     job.seg.set_defaults(SlotDefaults(inflight_cap=K))
     p = Probe(capture_bin, job.env, "init", "kick:2:2000:1000", "ready", "capture:5:1000:1000",
-              "fork:3:1000:1000", "ready", "replay:3", "ready")
+              "ptcapture:2:1000:1000", "fork:3:1000:1000", "ready", "replay:3", "ready")
     try:
         assert p.lines(3) == [["init", "0"], ["kick", "0"], ["ready"]]
         (slot,) = job.seg.live_slots()
         before = job.seg.counters(slot)
         assert (before.launches, before.work) == (2, 2 * 2 * K)
         p.go()
-        cap, fork, ready = p.lines(3)
+        cap, ptcap, fork, ready = p.lines(4)
         check_capture(cap, "capture", 5)
+        check_capture(ptcap, "ptcapture", 2)    # the per-thread default stream
         check_capture(fork, "fork", 3)          # s2 joined through an event: not charged either
         assert ready == ["ready"]
         during = job.seg.counters(slot)

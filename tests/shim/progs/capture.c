@@ -8,6 +8,7 @@
  *   fork:N:G:B             the same, the launches on s2, which joins the capture through an
  *                          event recorded in s and is joined back: same line, "fork ..."
  *   pcapture:N:G:B:FLAGS   the same through cuGetProcAddress_v2 (12080, FLAGS): "pcapture ..."
+ *   ptcapture:N:G:B        the same on the per-thread default stream: "ptcapture ..."
  *   mixed:N:G:B            while s captures N launches, N more on a third stream s3 (run, and
  *                          charged): "mixed <capture fields as above> <sync of s3 rc>"
  *   replay:N               N launches of the last graph on s, then a synchronize of s:
@@ -160,6 +161,25 @@ static void mixed(const char *c)
     printf("mixed %d %d %d %zu %zu %d %llu %d\n", b, l, e, nodes, nodes, inst, now_ns() - t0, sy);
 }
 
+/* The per-thread default stream: begun through CU_STREAM_PER_THREAD, launched to and ended
+ * through NULL with the _ptsz entry points. */
+static void ptcapture(const char *c)
+{
+    CUgraph g = NULL;
+    unsigned long long t0 = now_ns();
+    int b = cuStreamBeginCapture_v2((CUstream)0x2, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    int l = 0;
+    for (unsigned long long i = 0; i < arg(c, 1) && !l; i++)
+        l = cuLaunchKernel_ptsz(fn, (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1, 0, NULL,
+                                NULL, NULL);
+    int e = cuStreamEndCapture_ptsz(NULL, &g);
+    size_t n = 0;
+    if (g)
+        cuGraphGetNodes(g, NULL, &n);
+    int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
+    printf("ptcapture %d %d %d %zu %zu %d %llu\n", b, l, e, n, n, inst, now_ns() - t0);
+}
+
 static int cmd(const char *c)
 {
     int r = 0;
@@ -170,6 +190,8 @@ static int cmd(const char *c)
         printf("kick %d\n", r);
     } else if (!strncmp(c, "capture:", 8)) {
         capture(c, 0);
+    } else if (!strncmp(c, "ptcapture:", 10)) {
+        ptcapture(c);
     } else if (!strncmp(c, "mixed:", 6)) {
         mixed(c);
     } else if (!strncmp(c, "pcapture:", 9)) {

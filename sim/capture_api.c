@@ -56,6 +56,8 @@ static CUresult begin(CUstream s, int ptsz, CUgraph into, const CUgraphNode *dep
     c->graph = into;
     if (cap_join(c, obj, deps, ndeps) != 0) {
         cap_unlock();
+        if (c->own_graph)
+            cuGraphDestroy(into);
         free(c->streams);
         free(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -67,50 +69,68 @@ static CUresult begin(CUstream s, int ptsz, CUgraph into, const CUgraphNode *dep
     return CUDA_SUCCESS;
 }
 
-/* Is every node of s's dependency set an ancestor of (or in) the origin's? */
-static int ancestor_of_origin(struct sim_capture *c, CUgraphNode n, char *seen)
+struct node_ix {
+    CUgraphNode node;
+    size_t i;
+};
+
+static int cmp_ix(const void *a, const void *b)
 {
-    CUgraphNode *stack = malloc((c->nnodes + c->origin->ndeps + 1) * sizeof *stack);
-    if (!stack)
-        return 1; /* cannot tell: do not fail a capture for it */
-    size_t top = 0;
-    int found = 0;
-    memset(seen, 0, c->nnodes);
-    for (size_t i = 0; i < c->origin->ndeps; i++)
-        stack[top++] = c->origin->deps[i];
-    while (top && !found) {
-        CUgraphNode x = stack[--top];
-        if (x == n) {
-            found = 1;
-            break;
-        }
-        for (size_t i = c->nnodes; i-- > 0;) {
-            if (c->nodes[i].node != x)
-                continue;
-            if (!seen[i]) {
-                seen[i] = 1;
-                for (size_t k = 0; k < c->nodes[i].ndeps; k++)
-                    stack[top++] = c->nodes[i].deps[k];
-            }
-            break;
-        }
-    }
-    free(stack);
-    return found;
+    uintptr_t x = (uintptr_t)((const struct node_ix *)a)->node;
+    uintptr_t y = (uintptr_t)((const struct node_ix *)b)->node;
+    return x < y ? -1 : x > y;
 }
 
+/* The capture's index of node n, or -1 (a node the graph had before the capture). */
+static long find_ix(const struct node_ix *ix, size_t n, CUgraphNode node)
+{
+    struct node_ix key = {node, 0};
+    const struct node_ix *hit = bsearch(&key, ix, n, sizeof *ix, cmp_ix);
+    return hit ? (long)hit->i : -1;
+}
+
+/*
+ * Joined: every node in a joined stream's dependency set is the origin's
+ * dependency or one of their ancestors.  One search from the origin's set
+ * marks the ancestors among the captured nodes; nodes the graph had before
+ * the capture (cuStreamBeginCaptureToGraph) count as joined.
+ */
 static int unjoined(struct sim_capture *c)
 {
-    char *seen = malloc(c->nnodes + 1);
-    if (!seen)
-        return 0;
+    size_t n = c->nnodes, edges = c->origin->ndeps + 1;
+    for (size_t i = 0; i < n; i++)
+        edges += c->nodes[i].ndeps; /* each node is expanded once: edges bound the stack */
+    struct node_ix *ix = malloc((n + 1) * sizeof *ix);
+    char *seen = calloc(n + 1, 1);
+    CUgraphNode *stack = malloc(edges * sizeof *stack);
     int bad = 0;
+    if (!ix || !seen || !stack)
+        goto out; /* cannot tell: do not fail a capture for it */
+    for (size_t i = 0; i < n; i++)
+        ix[i] = (struct node_ix){c->nodes[i].node, i};
+    qsort(ix, n, sizeof *ix, cmp_ix);
+    size_t top = 0;
+    for (size_t i = 0; i < c->origin->ndeps; i++)
+        stack[top++] = c->origin->deps[i];
+    while (top) {
+        long k = find_ix(ix, n, stack[--top]);
+        if (k < 0 || seen[k])
+            continue;
+        seen[k] = 1;
+        for (size_t d = 0; d < c->nodes[k].ndeps; d++)
+            stack[top++] = c->nodes[k].deps[d];
+    }
     for (size_t i = 0; i < c->nstreams && !bad; i++) {
         struct CUstream_st *s = c->streams[i];
-        for (size_t k = 0; s != c->origin && k < s->ndeps && !bad; k++)
-            bad = !ancestor_of_origin(c, s->deps[k], seen);
+        for (size_t d = 0; s != c->origin && d < s->ndeps && !bad; d++) {
+            long k = find_ix(ix, n, s->deps[d]);
+            bad = k >= 0 && !seen[k];
+        }
     }
+out:
+    free(ix);
     free(seen);
+    free(stack);
     return bad;
 }
 

@@ -45,16 +45,20 @@ static void poll_locked(struct tgs_dev_segment *d)
     struct tgs_fit *f = &tgs_g.fit;
     if (f->pending != 2)
         return;
+    int mode = tgs_capture_relax(); /* our own events: legal during a capture (capture.c) */
     CUresult q = tgs_g.real.cuEventQuery(f->ev_end);
-    if (q == CUDA_ERROR_NOT_READY)
+    if (q == CUDA_ERROR_NOT_READY) {
+        tgs_capture_restore(mode);
         return;
+    }
     f->pending = 0;
     float ms = 0.0f;
     tgs_pfn_cuEventElapsedTime el = tgs_g.real.cuEventElapsedTime_v2
                                         ? tgs_g.real.cuEventElapsedTime_v2
                                         : tgs_g.real.cuEventElapsedTime;
-    if (q != CUDA_SUCCESS || !el || el(&ms, f->ev_start, f->ev_end) != CUDA_SUCCESS ||
-        !(ms > 0.0f) || !f->pending_work)
+    CUresult e = q == CUDA_SUCCESS && el ? el(&ms, f->ev_start, f->ev_end) : CUDA_ERROR_UNKNOWN;
+    tgs_capture_restore(mode);
+    if (e != CUDA_SUCCESS || !(ms > 0.0f) || !f->pending_work)
         return;
     double s = (double)ms * 1e6 / (double)f->pending_work;
     int clean = f->clean && d &&
@@ -147,9 +151,14 @@ static int commit(struct tgs_dev_segment *d, uint64_t now, uint64_t work, CUstre
     f->q_until_ns = base + (uint64_t)(f->est * (double)work);
     f->launches++;
     if (f->pending || !work ||
-        (f->est != 0.0 && !f->provisional && f->launches % SAMPLE_EVERY) || !events_ready())
+        (f->est != 0.0 && !f->provisional && f->launches % SAMPLE_EVERY))
         return 0;
-    if (tgs_g.real.cuEventRecord(f->ev_start, stream) != CUDA_SUCCESS)
+    /* the stream is not capturing (captured launches are never gated), but a
+     * capture elsewhere must not be invalidated by our calls (capture.c) */
+    int mode = tgs_capture_relax();
+    int ok = events_ready() && tgs_g.real.cuEventRecord(f->ev_start, stream) == CUDA_SUCCESS;
+    tgs_capture_restore(mode);
+    if (!ok)
         return 0;
     f->pending = 1;
     f->pending_work = work;
@@ -195,9 +204,13 @@ void tgs_fit_after(int sampled, CUresult r, CUstream stream)
     if (!sampled)
         return;
     pthread_mutex_lock(&f->mu);
-    if (f->pending == 1)
-        f->pending = r == CUDA_SUCCESS &&
+    if (f->pending == 1) {
+        /* never into a capture: the stream may have begun one since the gate */
+        int mode = tgs_capture_relax();
+        f->pending = r == CUDA_SUCCESS && !tgs_capturing(stream, 0) &&
                      tgs_g.real.cuEventRecord(f->ev_end, stream) == CUDA_SUCCESS ? 2 : 0;
+        tgs_capture_restore(mode);
+    }
     pthread_mutex_unlock(&f->mu);
 }
 

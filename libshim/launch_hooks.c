@@ -31,7 +31,7 @@ int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream)
         tgs_throttle(s, lane, rate, work);
     uint64_t cap = TGS_RELAXED_LOAD(&s->inflight_cap);
     if (cap)
-        tgs_inflight_before(s, cap, work);
+        tgs_inflight_before(s, cap, work, stream);
     /* last, so that the fit is judged at the moment the kernel goes */
     int sampled = fit ? tgs_fit_gate(tgs_g.hdr, work, stream) : 0;
     if (gate & TGS_GATE_PUBLISH)
@@ -63,15 +63,20 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
 /*
  * Each launch hook: the fast path ends in a tail call to the real function
  * (the caller's arguments stay in place: no copying of stack arguments); the
- * slow path is a separate function with the same parameters.
+ * slow path is a separate function with the same parameters.  While a stream
+ * capture is in progress every launch takes the slow path, and one into a
+ * capturing stream (ptsz: the hook is a per-thread-stream variant) goes
+ * straight to the driver, uncharged: it only adds a node to a graph.
  */
-#define LAUNCH_HOOK(name, params, args, work, kernels, stream) \
+#define LAUNCH_HOOK(name, params, args, work, kernels, stream, ptsz) \
     static __attribute__((noinline)) CUresult slow_##name params \
     { \
         TGS_HIT(name); \
         tgs_pfn_##name fn_ = tgs_g.real.name; \
         if (TGS_UNLIKELY(!fn_)) \
             return tgs_g.real.handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED; \
+        if (TGS_UNLIKELY(tgs_capture_any()) && tgs_capturing((stream), (ptsz))) \
+            return fn_ args; \
         uint64_t w_ = (work), k_ = (kernels); \
         int smp_ = tgs_launch_slow_before(w_, k_, (stream)); \
         CUresult r_ = fn_ args; \
@@ -92,10 +97,11 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
                    sharedMemBytes, hStream, kernelParams)
 #define KERNEL_WORK threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ)
 
-LAUNCH_HOOK(cuLaunchKernel, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream)
-LAUNCH_HOOK(cuLaunchKernel_ptsz, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream)
-LAUNCH_HOOK(cuLaunchCooperativeKernel, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream)
-LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream)
+LAUNCH_HOOK(cuLaunchKernel, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream, 0)
+LAUNCH_HOOK(cuLaunchKernel_ptsz, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream, 1)
+LAUNCH_HOOK(cuLaunchCooperativeKernel, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream, 0)
+LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream,
+            1)
 
 static inline uint64_t config_threads(const CUlaunchConfig *c)
 {
@@ -107,9 +113,9 @@ static inline uint64_t config_threads(const CUlaunchConfig *c)
 #define EX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 #define EX_ARGS (config, f, kernelParams, extra)
 LAUNCH_HOOK(cuLaunchKernelEx, EX_PARAMS, EX_ARGS, config_threads(config), 1,
-            config ? config->hStream : NULL)
+            config ? config->hStream : NULL, 0)
 LAUNCH_HOOK(cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, config_threads(config), 1,
-            config ? config->hStream : NULL)
+            config ? config->hStream : NULL, 1)
 
 /* A graph launch is charged the work of its kernel nodes, counted when it
  * was instantiated (graph.c); an unknown exec is charged nothing.  The map
@@ -129,6 +135,6 @@ static uint64_t graph_kernels(CUgraphExec exec)
 #define GRAPH_PARAMS (CUgraphExec hGraphExec, CUstream hStream)
 #define GRAPH_ARGS (hGraphExec, hStream)
 LAUNCH_HOOK(cuGraphLaunch, GRAPH_PARAMS, GRAPH_ARGS, graph_work(hGraphExec),
-            graph_kernels(hGraphExec), hStream)
+            graph_kernels(hGraphExec), hStream, 0)
 LAUNCH_HOOK(cuGraphLaunch_ptsz, GRAPH_PARAMS, GRAPH_ARGS, graph_work(hGraphExec),
-            graph_kernels(hGraphExec), hStream)
+            graph_kernels(hGraphExec), hStream, 1)

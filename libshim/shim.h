@@ -40,7 +40,15 @@
     X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy) \
     X(cuCtxSynchronize) X(cuCtxSynchronize_v2) \
     X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuStreamQuery) X(cuStreamQuery_ptsz) \
-    X(cuEventQuery) X(cuEventSynchronize) X(cuEventRecord) X(cuEventRecord_ptsz)
+    X(cuEventQuery) X(cuEventSynchronize) X(cuEventRecord) X(cuEventRecord_ptsz) \
+    TGS_HOOKED_CAPTURE(X)
+
+/* Stream capture (capture.c): begin/end, to count the captures in progress. */
+#define TGS_HOOKED_CAPTURE(X) \
+    X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz) \
+    X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz) \
+    X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz) \
+    X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)
 
 enum tgs_hook_id {
 #define TGS_HOOK_ENUM(name) TGS_HOOK_##name,
@@ -143,6 +151,11 @@ struct tgs_global {
     CUevent last_event;
     uint64_t last_event_seq;
     struct tgs_fit fit;
+
+    /* stream capture (capture.c): capture sequences begun and not yet ended,
+     * as seen by the begin/end hooks (relaxed; nonzero sends launches to the
+     * slow path, which asks the driver whether their stream captures) */
+    int captures;
 };
 
 struct tgs_thread {
@@ -223,7 +236,7 @@ void tgs_graph_forget(CUgraphExec exec);
 
 /* tokens.c */
 void tgs_throttle(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint64_t work);
-void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work);
+void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work, CUstream stream);
 void tgs_inflight_after(struct tgs_slot *s, uint64_t cap, uint64_t work, CUstream stream);
 void tgs_inflight_retire_all(void);
 void tgs_inflight_poll(void);
@@ -241,6 +254,15 @@ int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream);
 void tgs_fit_after(int sampled, CUresult r, CUstream stream);
 void tgs_fit_synced(int all);   /* after a successful synchronize (all: of everything) */
 void tgs_fit_reset(void);       /* in a forked child */
+
+/* capture.c: nothing of a capture is charged, and the shim's own events stay
+ * out of captures and never invalidate one. */
+static inline int tgs_capture_any(void) { return TGS_RELAXED_LOAD(&tgs_g.captures) != 0; }
+int tgs_capturing(CUstream stream, int ptsz); /* 1: work on stream is being captured */
+/* Around the shim's own event calls: the RELAXED capture mode while any
+ * capture is in progress; relax returns what restore needs (-1: nothing). */
+int tgs_capture_relax(void);
+void tgs_capture_restore(int saved);
 
 /* attach.c: a thread's lane */
 struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
@@ -274,7 +296,7 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
     uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags);
     if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch || tgs_tls.shared ||
                      TGS_RELAXED_LOAD(&s->rate) != TGS_RATE_UNLIMITED ||
-                     TGS_RELAXED_LOAD(&s->inflight_cap) ||
+                     TGS_RELAXED_LOAD(&s->inflight_cap) || TGS_RELAXED_LOAD(&tgs_g.captures) ||
                      (gate && (gate != TGS_GATE_PUBLISH ||
                                !TGS_RELAXED_LOAD(&tgs_g.dev_active)))))
         return 0;

@@ -211,7 +211,8 @@ static void note_record(CUevent e)
     __atomic_store_n(&tgs_g.last_event, e, __ATOMIC_RELAXED);
 }
 
+/* An event recorded into a capture covers no work that runs: not noted. */
 DONE_HOOK(cuEventRecord, (CUevent hEvent, CUstream hStream), (hEvent, hStream),
-          note_record(hEvent))
+          if (!tgs_capturing(hStream, 0)) note_record(hEvent))
 DONE_HOOK(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream), (hEvent, hStream),
-          note_record(hEvent))
+          if (!tgs_capturing(hStream, 1)) note_record(hEvent))

@@ -117,16 +117,24 @@ void tgs_inflight_poll(void)
 {
     if (!tgs_g.real.cuEventQuery)
         return;
+    int mode = tgs_capture_relax(); /* our own events: never a capture's */
     pthread_mutex_lock(&tgs_g.inflight_mu);
     poll_locked();
     pthread_mutex_unlock(&tgs_g.inflight_mu);
+    tgs_capture_restore(mode);
     publish_inflight();
 }
 
-static void record_event(CUstream stream)
+/* Never into a capturing stream: the event would be captured, not recorded
+ * (and querying it later would invalidate the capture).  The stream may be
+ * an old last_stream that has begun capturing since. */
+static int record_event(CUstream stream)
 {
     if (!tgs_g.real.cuEventCreate || !tgs_g.real.cuEventRecord || !tgs_g.real.cuEventQuery)
-        return;
+        return 0;
+    if (tgs_capture_any() && tgs_capturing(stream, 0))
+        return 0;
+    int mode = tgs_capture_relax();
     pthread_mutex_lock(&tgs_g.inflight_mu);
     poll_locked();
     if (tgs_g.ev_head - tgs_g.ev_tail < TGS_INFLIGHT_EVENTS) {
@@ -143,9 +151,12 @@ static void record_event(CUstream stream)
         }
     }
     pthread_mutex_unlock(&tgs_g.inflight_mu);
+    tgs_capture_restore(mode);
+    return 1;
 }
 
-void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work)
+/* stream: the launch's (not capturing: captured launches never get here). */
+void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work, CUstream stream)
 {
     uint64_t start = 0;
     while (cap && !tgs_g.inflight_off) {
@@ -155,8 +166,11 @@ void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work)
         if (inflight == 0 || inflight + work <= cap)
             break;
         tgs_inflight_poll();
-        if (tgs_g.ev_tail == tgs_g.ev_head) /* nothing recorded covers the backlog yet */
-            record_event(__atomic_load_n(&tgs_g.last_stream, __ATOMIC_RELAXED));
+        /* nothing recorded covers the backlog yet: behind our last launch, or,
+         * if that stream has begun capturing since, on this launch's stream */
+        if (tgs_g.ev_tail == tgs_g.ev_head &&
+            !record_event(__atomic_load_n(&tgs_g.last_stream, __ATOMIC_RELAXED)))
+            record_event(stream);
         uint64_t now = tgs_now_ns();
         if (!start)
             start = now;

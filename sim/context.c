@@ -287,6 +287,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     struct CUctx_st *c;
     CUresult r = resolve(ctx, &c);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_check_ctx(c); /* not while one of its streams captures */
     return r != CUDA_SUCCESS ? r : sim_ctx_sync(c);
 }
 

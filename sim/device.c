@@ -3,7 +3,8 @@
 
 #include "sim.h"
 
-struct sim_globals g_sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .proc_slot = -1};
+struct sim_globals g_sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .proc_slot = -1,
+                             .cap_lock = PTHREAD_MUTEX_INITIALIZER};
 __thread struct sim_thread g_sim_thread;
 
 static pthread_mutex_t *init_lock(void)

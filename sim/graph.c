@@ -1,7 +1,9 @@
 /*
- * graph.c: CUDA graphs of kernel nodes.  Nodes run in insertion order (the
- * device runs one kernel at a time, so dependencies cannot change timing);
- * a launch enqueues every kernel, so it takes the sum of their times.
+ * graph.c: CUDA graphs of kernel nodes (and the memcpy/memset nodes stream
+ * capture makes).  Nodes run in insertion order (the device runs one kernel
+ * at a time, so dependencies cannot change timing); a launch enqueues every
+ * kernel, so it takes the sum of their times; copies and memsets are done at
+ * once, as the simulator's asynchronous copies are.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,7 @@
 struct CUgraphNode_st {
     struct sim_obj obj;
     struct CUgraph_st *graph;
-    CUDA_KERNEL_NODE_PARAMS_v2 p;
+    struct sim_graph_op op;
 };
 
 struct CUgraph_st {
@@ -22,7 +24,7 @@ struct CUgraph_st {
 
 struct CUgraphExec_st {
     struct sim_obj obj;
-    CUDA_KERNEL_NODE_PARAMS_v2 *k;
+    struct sim_graph_op *k;
     size_t n;
 };
 
@@ -61,6 +63,21 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
         !nodeParams->blockDimX || !nodeParams->blockDimY || !nodeParams->blockDimZ ||
         (nodeParams->kernelParams && nodeParams->extra))
         return CUDA_ERROR_INVALID_VALUE;
+    struct sim_graph_op op = {.type = CU_GRAPH_NODE_TYPE_KERNEL, .k = *nodeParams};
+    return sim_graph_add(hGraph, &op, dependencies, numDependencies, phGraphNode);
+}
+
+int sim_graph_has_node(CUgraph g, CUgraphNode n)
+{
+    return sim_handle_ok(n, SIM_K_NODE) && n->graph == g;
+}
+
+/* Callers have validated g, deps and op. */
+CUresult sim_graph_add(CUgraph hGraph, const struct sim_graph_op *op, const CUgraphNode *deps,
+                       size_t ndeps, CUgraphNode *phGraphNode)
+{
+    (void)deps; /* dependencies do not change the order nodes run in (see above) */
+    (void)ndeps;
     struct CUgraphNode_st *n = calloc(1, sizeof *n);
     struct CUgraphNode_st **arr = realloc(hGraph->nodes, (hGraph->n + 1) * sizeof *arr);
     if (!n || !arr) {
@@ -71,7 +88,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
     }
     n->obj.kind = SIM_K_NODE;
     n->graph = hGraph;
-    n->p = *nodeParams;
+    n->op = *op;
     hGraph->nodes = arr;
     arr[hGraph->n++] = n;
     sim_handle_add(n);
@@ -96,9 +113,10 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAM
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!nodeParams || !sim_handle_ok(hNode, SIM_K_NODE))
+    if (!nodeParams || !sim_handle_ok(hNode, SIM_K_NODE) ||
+        hNode->op.type != CU_GRAPH_NODE_TYPE_KERNEL)
         return CUDA_ERROR_INVALID_VALUE;
-    *nodeParams = hNode->p;
+    *nodeParams = hNode->op.k;
     return CUDA_SUCCESS;
 }
 
@@ -138,7 +156,7 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
         return r;
     if (!type || !sim_handle_ok(hNode, SIM_K_NODE))
         return CUDA_ERROR_INVALID_VALUE;
-    *type = CU_GRAPH_NODE_TYPE_KERNEL;
+    *type = (CUgraphNodeType)hNode->op.type;
     return CUDA_SUCCESS;
 }
 
@@ -158,7 +176,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; i < g->n; i++)
-        e->k[i] = g->nodes[i]->p;
+        e->k[i] = g->nodes[i]->op;
     e->n = g->n;
     e->obj.kind = SIM_K_EXEC;
     sim_handle_add(e);
@@ -208,7 +226,22 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGr
     return cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams);
 }
 
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+void sim_graph_op_run_host(const struct sim_graph_op *op)
+{
+    if (op->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+        memmove(op->dst, op->src, op->bytes);
+    } else if (op->type == CU_GRAPH_NODE_TYPE_MEMSET && op->elem == 1) {
+        memset(op->dst, (int)(op->value & 0xff), op->count);
+    } else if (op->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+        uint32_t *p = op->dst;
+        for (size_t i = 0; i < op->count; i++)
+            p[i] = op->value;
+    }
+}
+
+/* A launch into a capturing stream is captured node by node (a flattened
+ * child graph): each node goes through the capture-aware paths. */
+static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptsz)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -216,16 +249,30 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     if (!sim_handle_ok(hGraphExec, SIM_K_EXEC))
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < hGraphExec->n && r == CUDA_SUCCESS; i++) {
-        const CUDA_KERNEL_NODE_PARAMS_v2 *k = &hGraphExec->k[i];
-        r = sim_launch(k->func, k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
-                       k->blockDimZ, hStream, 0);
+        const struct sim_graph_op *op = &hGraphExec->k[i];
+        if (op->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+            const CUDA_KERNEL_NODE_PARAMS_v2 *k = &op->k;
+            r = sim_launch(k->func, k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX,
+                           k->blockDimY, k->blockDimZ, hStream, ptsz);
+            continue;
+        }
+        struct CUctx_st *ctx;
+        struct CUstream_st *obj;
+        r = sim_stream_resolve(hStream, &ctx, &obj);
+        if (r == CUDA_SUCCESS && !sim_capture_take(hStream, ptsz, ctx, obj, op, &r))
+            sim_graph_op_run_host(op);
     }
     return r;
 }
 
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, 0);
+}
+
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    return cuGraphLaunch(hGraphExec, hStream);
+    return graph_launch(hGraphExec, hStream, 1);
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
@@ -249,6 +296,8 @@ CUresult cuGraphDestroy(CUgraph hGraph)
         return r;
     if (!sim_handle_ok(hGraph, SIM_K_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_graph_busy(hGraph))
+        return CUDA_ERROR_ILLEGAL_STATE; /* not while a capture builds it */
     sim_handle_del(hGraph);
     for (size_t i = 0; i < hGraph->n; i++) {
         sim_handle_del(hGraph->nodes[i]);

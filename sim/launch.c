@@ -26,7 +26,7 @@ static uint64_t kernel_ns(const struct CUfunc_st *f, unsigned int gx, unsigned i
 CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, CUstream s, int ptsz)
 {
-    (void)ptsz; /* one FIFO per context: the default streams behave alike */
+    /* one FIFO per context: the default streams run alike (ptsz matters to capture) */
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
@@ -40,6 +40,14 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     r = sim_stream_resolve(s, &ctx, &obj);
     if (r != CUDA_SUCCESS)
         return r;
+    if (sim_capture_any()) {
+        struct sim_graph_op op = {.type = CU_GRAPH_NODE_TYPE_KERNEL};
+        op.k.func = f;
+        op.k.gridDimX = gx, op.k.gridDimY = gy, op.k.gridDimZ = gz;
+        op.k.blockDimX = bx, op.k.blockDimY = by, op.k.blockDimZ = bz;
+        if (sim_capture_take(s, ptsz, ctx, obj, &op, &r))
+            return r;
+    }
     uint64_t seq;
     r = sim_enqueue(ctx, kernel_ns(f, gx, gy, gz, bx, by, bz), 0, &seq);
     if (r == CUDA_SUCCESS)
@@ -47,17 +55,23 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     return r;
 }
 
+static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                              unsigned int bx, unsigned int by, unsigned int bz,
+                              unsigned int sharedMemBytes, CUstream hStream, int extra_and_params,
+                              int ptsz)
+{
+    if (extra_and_params || sharedMemBytes > 232448)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return sim_launch(f, gx, gy, gz, bx, by, bz, hStream, ptsz);
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                         void **kernelParams, void **extra)
 {
-    if (kernelParams && extra)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    if (sharedMemBytes > 232448)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return sim_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
-                      0);
+    return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                         sharedMemBytes, hStream, kernelParams && extra, 0);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -65,12 +79,12 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void **kernelParams, void **extra)
 {
-    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                          sharedMemBytes, hStream, kernelParams, extra);
+    return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                         sharedMemBytes, hStream, kernelParams && extra, 1);
 }
 
-CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                          void **extra)
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra, int ptsz)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -78,13 +92,19 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **ker
     if (!config || (config->numAttrs && !config->attrs) || (kernelParams && extra))
         return CUDA_ERROR_INVALID_VALUE;
     return sim_launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                      config->blockDimY, config->blockDimZ, config->hStream, 0);
+                      config->blockDimY, config->blockDimZ, config->hStream, ptsz);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
+    return launch_ex(config, f, kernelParams, extra, 0);
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                void **extra)
 {
-    return cuLaunchKernelEx(config, f, kernelParams, extra);
+    return launch_ex(config, f, kernelParams, extra, 1);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -94,10 +114,8 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    void **kernelParams)
 {
     (void)kernelParams;
-    if (sharedMemBytes > 232448)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return sim_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
-                      0);
+    return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                         sharedMemBytes, hStream, 0, 0);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
@@ -106,6 +124,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
                                         unsigned int blockDimZ, unsigned int sharedMemBytes,
                                         CUstream hStream, void **kernelParams)
 {
-    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                     blockDimZ, sharedMemBytes, hStream, kernelParams);
+    (void)kernelParams;
+    return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                         sharedMemBytes, hStream, 0, 1);
 }

@@ -13,10 +13,21 @@ static CUresult check_dev_range(CUdeviceptr p, size_t n)
     return sim_mem_range_ok(p, n) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult sync_ctx(void)
+/* How a copy is issued: synchronous or not, through a _ptds/_ptsz entry point
+ * (the per-thread default stream) or not (the legacy stream). */
+#define SYNC 1
+#define PT 2
+
+/* Synchronous work goes to a default stream and waits: not while that
+ * touches a capture, nor as a potentially unsafe call during one. */
+static CUresult sync_ctx(int how)
 {
     struct CUctx_st *ctx;
     CUresult r = sim_current_ctx(&ctx);
+    if (r == CUDA_SUCCESS && !(how & PT))
+        r = sim_capture_check_legacy(ctx);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_check_unsafe();
     return r != CUDA_SUCCESS ? r : sim_ctx_sync(ctx);
 }
 
@@ -27,35 +38,49 @@ static CUresult async_check(CUstream s)
     return sim_stream_resolve(s, &ctx, &obj);
 }
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, int sync, CUstream s)
+/* An asynchronous copy into a capturing stream becomes a memcpy node. */
+static CUresult copy(void *dst, const void *src, size_t n, int how, CUstream s)
 {
-    CUresult r = sync ? sync_ctx() : async_check(s);
+    if (!(how & SYNC)) {
+        struct CUctx_st *ctx;
+        struct CUstream_st *obj;
+        CUresult r = sim_stream_resolve(s, &ctx, &obj);
+        struct sim_graph_op op = {.type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = dst, .src = src,
+                                  .bytes = n};
+        if (r == CUDA_SUCCESS && sim_capture_take(s, (how & PT) != 0, ctx, obj, &op, &r))
+            return r;
+    }
+    memcpy(dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, int how, CUstream s)
+{
+    CUresult r = (how & SYNC) ? sync_ctx(how) : async_check(s);
     if (r != CUDA_SUCCESS || n == 0)
         return r;
     if (!src || check_dev_range(dst, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-    memcpy((void *)(uintptr_t)dst, src, n);
-    return CUDA_SUCCESS;
+    return copy((void *)(uintptr_t)dst, src, n, how, s);
 }
 
-static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, int sync, CUstream s)
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, int how, CUstream s)
 {
-    CUresult r = sync ? sync_ctx() : async_check(s);
+    CUresult r = (how & SYNC) ? sync_ctx(how) : async_check(s);
     if (r != CUDA_SUCCESS || n == 0)
         return r;
     if (!dst || check_dev_range(src, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-    memcpy(dst, (const void *)(uintptr_t)src, n);
-    return CUDA_SUCCESS;
+    return copy(dst, (const void *)(uintptr_t)src, n, how, s);
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    return htod(dstDevice, srcHost, ByteCount, 1, NULL);
+    return htod(dstDevice, srcHost, ByteCount, SYNC, NULL);
 }
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    return htod(dstDevice, srcHost, ByteCount, 1, NULL);
+    return htod(dstDevice, srcHost, ByteCount, SYNC | PT, NULL);
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                               CUstream hStream)
@@ -65,15 +90,15 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                    CUstream hStream)
 {
-    return htod(dstDevice, srcHost, ByteCount, 0, hStream);
+    return htod(dstDevice, srcHost, ByteCount, PT, hStream);
 }
 CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return dtoh(dstHost, srcDevice, ByteCount, 1, NULL);
+    return dtoh(dstHost, srcDevice, ByteCount, SYNC, NULL);
 }
 CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return dtoh(dstHost, srcDevice, ByteCount, 1, NULL);
+    return dtoh(dstHost, srcDevice, ByteCount, SYNC | PT, NULL);
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                               CUstream hStream)
@@ -83,12 +108,12 @@ CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
 CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
 {
-    return dtoh(dstHost, srcDevice, ByteCount, 0, hStream);
+    return dtoh(dstHost, srcDevice, ByteCount, PT, hStream);
 }
 
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+static CUresult dtod(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, int how)
 {
-    CUresult r = sync_ctx();
+    CUresult r = sync_ctx(how);
     if (r != CUDA_SUCCESS || ByteCount == 0)
         return r;
     if (check_dev_range(dstDevice, ByteCount) || check_dev_range(srcDevice, ByteCount))
@@ -96,15 +121,23 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
     memmove((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount);
     return CUDA_SUCCESS;
 }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtod(dstDevice, srcDevice, ByteCount, SYNC);
+}
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
+    return dtod(dstDevice, srcDevice, ByteCount, SYNC | PT);
 }
 
-static CUresult memset_n(CUdeviceptr dst, unsigned int v, size_t n, size_t elem)
+/* The synchronous memsets run in a default stream: not the legacy one while a
+ * blocking stream of the context captures (how: PT for the _ptds variants). */
+static CUresult memset_n(CUdeviceptr dst, unsigned int v, size_t n, size_t elem, int how)
 {
     struct CUctx_st *ctx;
     CUresult r = sim_current_ctx(&ctx);
+    if (r == CUDA_SUCCESS && !(how & PT))
+        r = sim_capture_check_legacy(ctx);
     if (r != CUDA_SUCCESS || n == 0)
         return r;
     if (n > SIZE_MAX / elem || (dst % elem) || check_dev_range(dst, n * elem))
@@ -121,19 +154,19 @@ static CUresult memset_n(CUdeviceptr dst, unsigned int v, size_t n, size_t elem)
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-    return memset_n(dstDevice, uc, N, 1);
+    return memset_n(dstDevice, uc, N, 1, SYNC);
 }
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-    return memset_n(dstDevice, uc, N, 1);
+    return memset_n(dstDevice, uc, N, 1, SYNC | PT);
 }
 CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
-    return memset_n(dstDevice, ui, N, 4);
+    return memset_n(dstDevice, ui, N, 4, SYNC);
 }
 CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
-    return memset_n(dstDevice, ui, N, 4);
+    return memset_n(dstDevice, ui, N, 4, SYNC | PT);
 }
 
 /* Advice and prefetch are validated and accepted; residency is not modelled. */

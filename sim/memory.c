@@ -162,14 +162,25 @@ CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
 
 #define FREEABLE ((1 << SIM_R_DEVICE) | (1 << SIM_R_MANAGED))
 
+/* The synchronous allocation calls are "potentially unsafe" during stream
+ * capture (capture.c); the stream-ordered ones below are not. */
+#define UNSAFE_DURING_CAPTURE() \
+    do { \
+        if (sim_capture_any() && sim_check_init() == CUDA_SUCCESS && \
+            sim_capture_check_unsafe() != CUDA_SUCCESS) \
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; \
+    } while (0)
+
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    UNSAFE_DURING_CAPTURE();
     return sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0);
 }
 
 CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
 {
     CUdeviceptr p = 0;
+    UNSAFE_DURING_CAPTURE();
     if (!dptr)
         return sim_check_init() != CUDA_SUCCESS ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     CUresult r = sim_mem_alloc(&p, bytesize, SIM_R_DEVICE, 1);
@@ -182,13 +193,18 @@ CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
     return r;
 }
 
-CUresult cuMemFree_v2(CUdeviceptr dptr) { return sim_mem_free(dptr, FREEABLE); }
-CUresult cuMemFree(unsigned int dptr) { return sim_mem_free(dptr, FREEABLE); }
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    UNSAFE_DURING_CAPTURE();
+    return sim_mem_free(dptr, FREEABLE);
+}
+CUresult cuMemFree(unsigned int dptr) { return cuMemFree_v2(dptr); }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return sim_check_init() != CUDA_SUCCESS ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    UNSAFE_DURING_CAPTURE();
     return sim_mem_alloc(dptr, bytesize, SIM_R_MANAGED, 0);
 }
 
@@ -242,7 +258,7 @@ static CUresult check_stream(CUstream s)
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     CUresult r = check_stream(hStream);
-    return r != CUDA_SUCCESS ? r : cuMemAlloc_v2(dptr, bytesize);
+    return r != CUDA_SUCCESS ? r : sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -253,7 +269,7 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     CUresult r = check_stream(hStream);
-    return r != CUDA_SUCCESS ? r : cuMemFree_v2(dptr);
+    return r != CUDA_SUCCESS ? r : sim_mem_free(dptr, FREEABLE);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
@@ -285,7 +301,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPoo
         return CUDA_ERROR_INVALID_VALUE;
     if (pool->dev != sim_current_dev())
         return CUDA_ERROR_INVALID_VALUE;
-    return cuMemAlloc_v2(dptr, bytesize);
+    return sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,

@@ -15,6 +15,7 @@
 #pragma GCC visibility push(hidden)
 
 #define SIM_MAX_STACK 16 /* per-thread context stack depth */
+#define SIM_PT_STREAMS 8 /* contexts whose per-thread default stream a thread captures */
 
 enum sim_kind {
     SIM_K_CTX = 0x43545831,
@@ -51,6 +52,11 @@ struct CUstream_st {
     unsigned int flags;
     int priority;
     uint64_t last_seq; /* items [.., last_seq) were issued on this stream */
+    /* stream capture (capture.c, under g_sim.cap_lock) */
+    struct sim_capture *cap;   /* the capture sequence this stream is part of, or NULL */
+    CUgraphNode *deps;         /* the next captured node depends on these */
+    CUgraphEdgeData *edges;    /* zeroed edge data parallel to deps */
+    size_t ndeps, deps_cap;
 };
 
 struct CUevent_st {
@@ -63,6 +69,11 @@ struct CUevent_st {
     uint64_t seq;     /* done when the context's head >= seq */
     uint64_t marker;  /* marker id, for the completion time */
     uint64_t t_ns;    /* cached completion time, 0 unknown */
+    /* last recorded in a capturing stream (capture.c, under g_sim.cap_lock) */
+    int captured;
+    uint64_t cap_id;           /* that capture sequence's id */
+    CUgraphNode *cap_deps;     /* the stream's dependency set at the record */
+    size_t ncap_deps;
 };
 
 struct sim_span {
@@ -116,6 +127,11 @@ struct sim_globals {
     /* VMM address reservations */
     struct sim_span *reserves;
     size_t nreserves, reserves_cap;
+    /* stream capture (capture.c) */
+    pthread_mutex_t cap_lock;      /* guards the list and every stream's/event's capture fields */
+    struct sim_capture *captures;  /* capture sequences in progress */
+    uint64_t cap_next_id;
+    int cap_active;                /* how many are in progress (atomic: the launch paths' test) */
 };
 
 extern struct sim_globals g_sim;
@@ -124,6 +140,10 @@ extern struct sim_globals g_sim;
 struct sim_thread {
     struct CUctx_st *stack[SIM_MAX_STACK];
     int depth;
+    int capture_mode; /* cuThreadExchangeStreamCaptureMode; 0 = GLOBAL */
+    /* the per-thread default stream's capture state, per context (capture.c) */
+    struct CUctx_st *pt_ctx[SIM_PT_STREAMS];
+    struct CUstream_st *pt_stream[SIM_PT_STREAMS];
 };
 extern __thread struct sim_thread g_sim_thread;
 
@@ -207,6 +227,53 @@ int sim_region_take(uint64_t base, int mask, struct sim_region *out);
 /* launch.c: compute a launch's simulated duration and enqueue it */
 CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, CUstream s, int ptsz);
+
+/* graph.c: one node's operation, as a graph stores and replays it */
+struct sim_graph_op {
+    int type;                    /* CU_GRAPH_NODE_TYPE_KERNEL, _MEMCPY or _MEMSET */
+    CUDA_KERNEL_NODE_PARAMS_v2 k;
+    void *dst;                   /* memcpy/memset: host-visible addresses */
+    const void *src;
+    size_t bytes;                /* memcpy */
+    unsigned int value;          /* memset: value, element size (1 or 4), count */
+    size_t elem, count;
+};
+CUresult sim_graph_add(CUgraph g, const struct sim_graph_op *op, const CUgraphNode *deps,
+                       size_t ndeps, CUgraphNode *out);
+int sim_graph_has_node(CUgraph g, CUgraphNode n);
+void sim_graph_op_run_host(const struct sim_graph_op *op); /* memcpy/memset: do it now */
+
+/* capture.c: stream capture.  Every hook first tests g_sim.cap_active, so
+ * that with no capture in progress they cost one relaxed load. */
+static inline int sim_capture_any(void)
+{
+    return __atomic_load_n(&g_sim.cap_active, __ATOMIC_RELAXED) != 0;
+}
+static inline int sim_stream_is_legacy(CUstream s, int ptsz)
+{
+    return s == TGS_CU_STREAM_LEGACY || (s == NULL && !ptsz);
+}
+/* Work (op) submitted to s: 1 when capture handled it (*res says how: captured,
+ * or refused), 0 when it is to execute as usual. */
+int sim_capture_take(CUstream s, int ptsz, struct CUctx_st *ctx, struct CUstream_st *obj,
+                     const struct sim_graph_op *op, CUresult *res);
+/* cuEventRecord into s: 1 when capture handled it (see above). */
+int sim_capture_record(CUevent e, CUstream s, int ptsz, struct CUctx_st *ctx,
+                       struct CUstream_st *obj, CUresult *res);
+/* A stream synchronize/query: CUDA_SUCCESS when allowed, else the error
+ * (the capture it hit is invalidated). */
+CUresult sim_capture_check_sync(CUstream s, int ptsz, struct CUctx_st *ctx,
+                                struct CUstream_st *obj);
+/* cuStreamWaitEvent's capture rules (after its argument checks): see above. */
+int sim_capture_wait(CUstream s, int ptsz, CUevent e, unsigned int flags, struct CUctx_st *ctx,
+                     struct CUstream_st *obj, CUresult *res);
+CUresult sim_capture_check_event(CUevent e);       /* query/sync/elapsed of an event */
+CUresult sim_capture_check_ctx(struct CUctx_st *ctx); /* cuCtxSynchronize */
+CUresult sim_capture_check_legacy(struct CUctx_st *ctx); /* synchronous legacy-stream work */
+CUresult sim_capture_check_unsafe(void);            /* potentially unsafe calls (cuMemAlloc) */
+void sim_capture_stream_gone(struct CUstream_st *obj);
+void sim_capture_event_gone(struct CUevent_st *e);
+int sim_capture_graph_busy(CUgraph g); /* a capture sequence is building g */
 
 #pragma GCC visibility pop
 

@@ -94,6 +94,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     if (!sim_handle_ok(hStream, SIM_K_STREAM))
         return CUDA_ERROR_INVALID_HANDLE;
     /* Like the driver: returns at once; queued work still completes. */
+    sim_capture_stream_gone(hStream);
     sim_handle_del(hStream);
     hStream->obj.kind = 0;
     free(hStream);
@@ -102,31 +103,38 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 
 CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
 
-CUresult sim_stream_sync(CUstream s)
+static CUresult stream_sync(CUstream s, int ptsz)
 {
     struct CUctx_st *ctx;
     struct CUstream_st *obj;
     CUresult r = sim_stream_resolve(s, &ctx, &obj);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_check_sync(s, ptsz, ctx, obj);
     if (r != CUDA_SUCCESS)
         return r;
     sim_wait_seq(ctx, stream_seq(ctx, obj));
     return CUDA_SUCCESS;
 }
 
-CUresult cuStreamSynchronize(CUstream hStream) { return sim_stream_sync(hStream); }
-CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return sim_stream_sync(hStream); }
+CUresult sim_stream_sync(CUstream s) { return stream_sync(s, 0); }
 
-CUresult cuStreamQuery(CUstream hStream)
+CUresult cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, 0); }
+CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream, 1); }
+
+static CUresult stream_query(CUstream hStream, int ptsz)
 {
     struct CUctx_st *ctx;
     struct CUstream_st *obj;
     CUresult r = sim_stream_resolve(hStream, &ctx, &obj);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_check_sync(hStream, ptsz, ctx, obj);
     if (r != CUDA_SUCCESS)
         return r;
     return sim_seq_done(ctx, stream_seq(ctx, obj)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
+CUresult cuStreamQuery(CUstream hStream) { return stream_query(hStream, 0); }
+CUresult cuStreamQuery_ptsz(CUstream hStream) { return stream_query(hStream, 1); }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
@@ -147,7 +155,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+static CUresult event_record(CUevent hEvent, CUstream hStream, int ptsz)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -158,6 +166,8 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
     struct CUstream_st *obj;
     r = sim_stream_resolve(hStream, &ctx, &obj);
     if (r != CUDA_SUCCESS)
+        return r;
+    if (sim_capture_record(hEvent, hStream, ptsz, ctx, obj, &r))
         return r;
     uint64_t marker = __atomic_add_fetch(&ctx->next_marker, 1, __ATOMIC_RELAXED), seq;
     r = sim_enqueue(ctx, 0, marker, &seq);
@@ -174,9 +184,14 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
     return CUDA_SUCCESS;
 }
 
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, 0);
+}
+
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
-    return cuEventRecord(hEvent, hStream);
+    return event_record(hEvent, hStream, 1);
 }
 
 static CUresult event_check(CUevent e)
@@ -185,6 +200,20 @@ static CUresult event_check(CUevent e)
     if (r != CUDA_SUCCESS)
         return r;
     return sim_handle_ok(e, SIM_K_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Querying, synchronizing or timing: never on an event last recorded in a
+ * capture; on others, a "potentially unsafe" call during a capture (PyTorch's
+ * caching allocator defers its event queries while a capture is underway for
+ * this reason). */
+static CUresult event_check_use(CUevent e, int unsafe)
+{
+    CUresult r = event_check(e);
+    if (r == CUDA_SUCCESS)
+        r = sim_capture_check_event(e);
+    if (r == CUDA_SUCCESS && unsafe)
+        r = sim_capture_check_unsafe();
+    return r;
 }
 
 /* 1 when done (and its time cached), 0 when pending. */
@@ -200,7 +229,7 @@ static int event_done(CUevent e)
 
 CUresult cuEventQuery(CUevent hEvent)
 {
-    CUresult r = event_check(hEvent);
+    CUresult r = event_check_use(hEvent, 1);
     if (r != CUDA_SUCCESS)
         return r;
     return event_done(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -208,7 +237,7 @@ CUresult cuEventQuery(CUevent hEvent)
 
 CUresult cuEventSynchronize(CUevent hEvent)
 {
-    CUresult r = event_check(hEvent);
+    CUresult r = event_check_use(hEvent, 1);
     if (r != CUDA_SUCCESS)
         return r;
     if (hEvent->recorded && sim_handle_ok(hEvent->ctx, SIM_K_CTX))
@@ -219,9 +248,9 @@ CUresult cuEventSynchronize(CUevent hEvent)
 
 CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    CUresult r = event_check(hStart);
+    CUresult r = event_check_use(hStart, 0);
     if (r == CUDA_SUCCESS)
-        r = event_check(hEnd);
+        r = event_check_use(hEnd, 0);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pMilliseconds)
@@ -249,6 +278,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     sim_handle_del(hEvent);
+    sim_capture_event_gone(hEvent);
     hEvent->obj.kind = 0;
     free(hEvent);
     return CUDA_SUCCESS;

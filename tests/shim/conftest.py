@@ -46,6 +46,11 @@ def resolve_bin() -> Path:
     return _build("resolve")
 
 
+@pytest.fixture(scope="session")
+def capture_bin() -> Path:
+    return _build("capture")
+
+
 @pytest.fixture
 def shim_env(sim_env: dict[str, str], shim_lib: Path) -> dict[str, str]:
     env = dict(sim_env)

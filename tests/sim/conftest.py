@@ -18,6 +18,7 @@ _PROGS = {
     "smoke": ["-L" + str(ROOT / "build" / "sim"), "-lcuda"],
     "api": ["-L" + str(ROOT / "build" / "sim"), "-lcuda", "-ldl"],
     "memhold": ["-L" + str(ROOT / "build" / "sim"), "-lcuda"],
+    "capture": ["-L" + str(ROOT / "build" / "sim"), "-lcuda", "-lpthread"],
 }
 
 

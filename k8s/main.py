@@ -68,13 +68,16 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
               help="Hand containers the simulated driver (default: when the GPUs are).")
 @click.option("--gc-grace", type=float, default=60.0, show_default=True,
               help="Seconds before a job no container holds is unregistered.")
+@click.option("--gc-interval", type=float, default=10.0, show_default=True,
+              help="Seconds between two looks for such jobs (pod resources API).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller: str | None,
         runtime_dir: str | None, timeout: float, health_interval: float, pod_resources: str,
         api_server: str | None, token_file: str | None, ca_file: str | None,
         defaults: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
-        host_lib_dir: str | None, sim: bool | None, gc_grace: float, log_level: str) -> None:
+        host_lib_dir: str | None, sim: bool | None, gc_grace: float, gc_interval: float,
+        log_level: str) -> None:
     """Kubelet device plugin for TGS (device plugin API v1beta1)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s tgs-device-plugin %(levelname)s %(message)s")
@@ -90,7 +93,8 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
                  controller=controller, runtime_dir=runtime_dir, timeout=timeout,
                  health_interval=health_interval, pod_resources=pod_resources or None, api=api,
                  defaults=_defaults(defaults), cdi_dir=cdi_dir, preload_file=preload_file,
-                 host_lib_dir=host_lib_dir, sim=sim, gc_grace=gc_grace)
+                 host_lib_dir=host_lib_dir, sim=sim, gc_grace=gc_grace,
+                 gc_interval=gc_interval)
     run(cfg)
 
 

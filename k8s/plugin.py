@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from tgs.controller import paths
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.tools import cdi
 from tgs.tools.injection import InjectError, make_plan
 
 from . import annotations as ann
@@ -254,11 +257,18 @@ class Plugin(dp_grpc.DevicePluginServicer):
                     and now - float(j.get("created", now)) > self.cfg.gc_grace:
                 try:
                     self._call("unregister", name)
+                    self._forget(name)
                     gone.append(name)
                     log.info("job %s: no container holds its shares any more: removed", name)
                 except (ControllerUnavailable, ClientError):
                     pass
         return gone
+
+    def _forget(self, name: str) -> None:
+        """Files made for a removed job: its CDI spec, its generated ld.so.preload."""
+        if self.cfg.cdi_dir:
+            cdi.spec_path(self.cfg.cdi_dir, name).unlink(missing_ok=True)
+        shutil.rmtree(paths.default_runtime_dir() / "inject" / name, ignore_errors=True)
 
     # ------------------------------------------------------------ server and registration
     @property

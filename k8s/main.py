@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -81,6 +82,8 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
     """Kubelet device plugin for TGS (device plugin API v1beta1)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s tgs-device-plugin %(levelname)s %(message)s")
+    if runtime_dir:             # the injection's generated files go there too
+        os.environ["TGS_RUNTIME_DIR"] = runtime_dir
     api: podinfo.ApiServer | None
     if api_server == "none":
         api = None

@@ -4,6 +4,8 @@ garbage collection of jobs whose pod is gone."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 from conftest import Controller, PluginProc, wait_for
@@ -132,10 +134,11 @@ def test_kubelet_restart_registers_again(kubelet: FakeKubelet, ctl: Controller,
     assert "registered tgs.io/gpu" in plugin.log.read_text()
 
 
-def test_jobs_of_gone_pods_are_removed(kubelet: FakeKubelet, ctl: Controller,
+def test_jobs_of_gone_pods_are_removed(kubelet: FakeKubelet, ctl: Controller, k8s_root: Path,
                                        plugin_factory) -> None:  # type: ignore[no-untyped-def]
     # a grace of a few seconds: the kubelet records an allocation just after Allocate
-    plugin = plugin_factory("--gc-grace", "3", "--gc-interval", "0.2")
+    cdi = k8s_root / "cdi"
+    plugin = plugin_factory("--gc-grace", "3", "--gc-interval", "0.2", "--cdi-dir", str(cdi))
     stub = kubelet.plugin(_registered(kubelet, plugin).endpoint)
     held, gone = [f"{GPU0}-share-0"], [f"{GPU0}-share-3"]
     keep = _allocate(stub, *held).container_responses[0].annotations["tgs.io/job"]
@@ -147,3 +150,4 @@ def test_jobs_of_gone_pods_are_removed(kubelet: FakeKubelet, ctl: Controller,
     assert wait_for(lambda: drop not in ctl.jobs(), timeout=20), plugin.log.read_text()
     jobs = ctl.jobs()
     assert keep in jobs and "not-ours" in jobs
+    assert sorted(p.name for p in cdi.iterdir()) == [f"tgs.io-gpu-{keep}.json"]

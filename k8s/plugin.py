@@ -219,12 +219,19 @@ class Plugin(dp_grpc.DevicePluginServicer):
     def _settings(self, ids: list[str], gpu: Gpu) -> ann.JobSettings:
         pod: dict[str, str] = {}
         ref = None
-        if self.cfg.pod_resources:
-            try:
-                ref = podinfo.owner(self.cfg.pod_resources, self.cfg.resource, ids,
+        for attempt in range(3 if self.cfg.pod_resources else 0):
+            try:            # recorded by the kubelet before this call; a retry costs little
+                ref = podinfo.owner(self.cfg.pod_resources or "", self.cfg.resource, ids,
                                     self.cfg.timeout)
             except podinfo.PodInfoError as exc:
                 log.warning("cannot tell which pod holds %s: %s", sorted(ids), exc)
+                break
+            if ref is not None:
+                break
+            time.sleep(0.2 * (attempt + 1))
+        else:
+            if self.cfg.pod_resources:
+                log.warning("no pod holds %s in the pod resources API: defaults", sorted(ids))
         if ref is not None and self.cfg.api is not None:
             try:
                 pod = self.cfg.api.annotations(ref.namespace, ref.name)

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Controller
 from fake_kubelet import FakeApiServer, FakeKubelet
+from k8s_helpers import Controller
 from tgs.k8s.api import dp
 
 pytestmark = pytest.mark.timeout(180)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Controller, PluginProc, wait_for
 from fake_kubelet import FakeApiServer, FakeKubelet, Watch
+from k8s_helpers import Controller, PluginProc, wait_for
 from tgs.k8s.api import dp
 
 pytestmark = pytest.mark.timeout(120)

@@ -50,6 +50,9 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--api-server", default=None,
               help="API server URL to read pod annotations (default: in-cluster, when the "
                    "pod has a service account; 'none' to not ask).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Read pod annotations with this kubeconfig's current context (instead "
+                   "of the in-cluster service account).")
 @click.option("--token-file", type=click.Path(dir_okay=False), default=None,
               help="Bearer token for --api-server.")
 @click.option("--ca-file", type=click.Path(dir_okay=False), default=None,
@@ -75,7 +78,7 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller: str | None,
         runtime_dir: str | None, timeout: float, health_interval: float, pod_resources: str,
-        api_server: str | None, token_file: str | None, ca_file: str | None,
+        api_server: str | None, kubeconfig: str | None, token_file: str | None, ca_file: str | None,
         defaults: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
         host_lib_dir: str | None, sim: bool | None, gc_grace: float, gc_interval: float,
         log_level: str) -> None:
@@ -90,6 +93,11 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
     elif api_server:
         token = Path(token_file).read_text().strip() if token_file else None
         api = podinfo.ApiServer(api_server, token, ca_file)
+    elif kubeconfig:
+        try:
+            api = podinfo.ApiServer.from_kubeconfig(kubeconfig)
+        except podinfo.PodInfoError as exc:
+            raise click.BadParameter(str(exc), param_hint="--kubeconfig") from None
     else:
         api = podinfo.ApiServer.in_cluster()
     cfg = Config(plugin_dir=plugin_dir, resource=resource, nshares=nshares, endpoint=endpoint,

@@ -10,18 +10,22 @@ socket or the API server the plugin falls back to its defaults (see docs/kuberne
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import ssl
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
+import yaml
 
 from .api import pr, pr_grpc
 
@@ -80,6 +84,67 @@ class ApiServer:
     token: str | None = None
     ca_file: str | None = None
     timeout: float = 5.0
+    cert_file: str | None = None                  # client certificate and key (kubeconfig)
+    key_file: str | None = None
+    insecure: bool = False                        # insecure-skip-tls-verify (kubeconfig)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str, context: str | None = None) -> ApiServer:
+        """The cluster and user of `context` (default: current-context) in a kubeconfig:
+        token, tokenFile or client certificate; inline *-data are written to a private
+        directory. Exec and auth-provider plugins are not supported."""
+        try:
+            cfg = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise PodInfoError(f"kubeconfig {path}: {exc}") from None
+        base = Path(path).resolve().parent
+
+        def named(kind: str, name: Any) -> dict[str, Any]:
+            for entry in cfg.get(kind) or []:
+                if isinstance(entry, dict) and entry.get("name") == name:
+                    return dict(entry.get(kind[:-1]) or {})
+            raise PodInfoError(f"kubeconfig {path}: no {kind[:-1]} named {name!r}")
+
+        ctx = named("contexts", context or cfg.get("current-context"))
+        cluster = named("clusters", ctx.get("cluster"))
+        user = named("users", ctx["user"]) if ctx.get("user") else {}
+        if "exec" in user or "auth-provider" in user:
+            raise PodInfoError(f"kubeconfig {path}: exec/auth-provider users are not supported"
+                               " (use a token or a client certificate)")
+        private: list[Path] = []
+
+        def file_of(obj: dict[str, Any], key: str) -> str | None:
+            if obj.get(f"{key}-data"):
+                if not private:
+                    private.append(Path(tempfile.mkdtemp(prefix="tgs-kubeconfig-")))
+                out = private[0] / key
+                out.touch(mode=0o600)
+                out.write_bytes(base64.b64decode(obj[f"{key}-data"]))
+                return str(out)
+            if obj.get(key):
+                return str(base / obj[key])           # relative to the kubeconfig's dir
+            return None
+
+        token = user.get("token")
+        if not token and user.get("tokenFile"):
+            token = (base / user["tokenFile"]).read_text().strip()
+        if not cluster.get("server"):
+            raise PodInfoError(f"kubeconfig {path}: the cluster has no server")
+        return cls(str(cluster["server"]), token, file_of(cluster, "certificate-authority"),
+                   cert_file=file_of(user, "client-certificate"),
+                   key_file=file_of(user, "client-key"),
+                   insecure=bool(cluster.get("insecure-skip-tls-verify")))
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        if not self.url.startswith("https"):
+            return None
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        if self.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
 
     @classmethod
     def in_cluster(cls) -> ApiServer | None:
@@ -100,12 +165,10 @@ class ApiServer:
                                      headers={"Accept": "application/json"})
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
-        ctx = ssl.create_default_context(cafile=self.ca_file) \
-            if self.url.startswith("https") else None
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=ctx) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl()) as resp:
                 pod = json.loads(resp.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, ssl.SSLError) as exc:
             raise PodInfoError(f"GET pod {namespace}/{name}: {exc}") from None
         ann = (pod.get("metadata") or {}).get("annotations") or {}
         return {str(k): str(v) for k, v in ann.items()}

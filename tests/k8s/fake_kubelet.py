@@ -155,11 +155,13 @@ class FakeApiServer:
     def __init__(self) -> None:
         self.pods: dict[tuple[str, str], dict[str, str]] = {}
         self.requests: list[str] = []
+        self.auth: list[str | None] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 outer.requests.append(self.path)
+                outer.auth.append(self.headers.get("Authorization"))
                 parts = self.path.strip("/").split("/")
                 key = (parts[3], parts[5]) if len(parts) == 6 else None
                 if key not in outer.pods:

@@ -74,6 +74,11 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
               help="Seconds before a job no container holds is unregistered.")
 @click.option("--gc-interval", type=float, default=10.0, show_default=True,
               help="Seconds between two looks for such jobs (pod resources API).")
+@click.option("--node-name", envvar="NODE_NAME", default=None,
+              help="This node's name: label it with tgs.io/gpu-idle-pct (needs the API "
+                   "server and the right to patch nodes); default: no label.")
+@click.option("--label-interval", type=float, default=30.0, show_default=True,
+              help="Seconds between two updates of the node label, at most.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller: str | None,
@@ -81,7 +86,7 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
         api_server: str | None, kubeconfig: str | None, token_file: str | None, ca_file: str | None,
         defaults: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
         host_lib_dir: str | None, sim: bool | None, gc_grace: float, gc_interval: float,
-        log_level: str) -> None:
+        node_name: str | None, label_interval: float, log_level: str) -> None:
     """Kubelet device plugin for TGS (device plugin API v1beta1)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s tgs-device-plugin %(levelname)s %(message)s")
@@ -105,7 +110,7 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
                  health_interval=health_interval, pod_resources=pod_resources or None, api=api,
                  defaults=_defaults(defaults), cdi_dir=cdi_dir, preload_file=preload_file,
                  host_lib_dir=host_lib_dir, sim=sim, gc_grace=gc_grace,
-                 gc_interval=gc_interval)
+                 gc_interval=gc_interval, node_name=node_name, label_interval=label_interval)
     run(cfg)
 
 

@@ -26,7 +26,7 @@ from tgs.tools import cdi
 from tgs.tools.injection import InjectError, make_plan
 
 from . import annotations as ann
-from . import podinfo, response, shares
+from . import podinfo, response, shares, signals
 from .api import API_VERSION, dp, dp_grpc
 from .shares import Gpu, ShareError
 
@@ -54,6 +54,8 @@ class Config:
     sim: bool | None = None                       # hand over the simulated driver (default:
     gc_grace: float = 60.0                        #   when the controller's GPUs are simulated)
     gc_interval: float = 10.0
+    node_name: str | None = None                  # label this node with signals.LABEL
+    label_interval: float = 30.0                  # at most one label update per interval
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:
@@ -79,6 +81,8 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self._threads: list[threading.Thread] = []
         self.registrations = 0                     # successful Register calls (for tests)
         self._last_gc = 0.0
+        self._label: int | None = None             # the label value last published
+        self._label_t = -float("inf")
 
     # ------------------------------------------------------------ controller
     def _client(self) -> Client:
@@ -100,7 +104,9 @@ class Plugin(dp_grpc.DevicePluginServicer):
             dirs = [str(st[k]) for k in ("segment_dir", "runtime_dir", "state_dir") if st.get(k)]
         except (ControllerUnavailable, ClientError, KeyError, TypeError, ValueError) as exc:
             log.debug("controller not answering: %s", exc)
-            seen, sim, dirs = None, self._sim, self._dirs
+            seen, sim, dirs, st = None, self._sim, self._dirs, None
+        if st is not None:
+            self._publish(st)
         with self._cond:
             gpus = list(self._gpus)
             known = {g.uuid for g in gpus}
@@ -116,6 +122,21 @@ class Plugin(dp_grpc.DevicePluginServicer):
                 self._version += 1
                 self._cond.notify_all()
             self._sim, self._dirs = sim, dirs
+
+    def _publish(self, status: dict[str, Any]) -> None:
+        """The node's placement label, when it changed and not more often than asked."""
+        if not self.cfg.node_name or self.cfg.api is None:
+            return
+        value = signals.idle_pct(status)
+        now = time.monotonic()
+        if value is None or value == self._label or now - self._label_t < self.cfg.label_interval:
+            return
+        self._label_t = now
+        try:
+            self.cfg.api.label_node(self.cfg.node_name, {signals.LABEL: str(value)})
+            self._label = value
+        except podinfo.PodInfoError as exc:
+            log.warning("cannot label node %s: %s", self.cfg.node_name, exc)
 
     def devices(self) -> list[dp.Device]:
         with self._cond:

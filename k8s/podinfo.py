@@ -158,6 +158,22 @@ class ApiServer:
         return cls(f"https://{host}:{port}", token.read_text().strip(),
                    str(ca) if ca.exists() else None)
 
+    def label_node(self, node: str, labels: dict[str, str]) -> None:
+        """Set labels on a node (a JSON merge patch of its metadata)."""
+        body = json.dumps({"metadata": {"labels": labels}}).encode()
+        req = urllib.request.Request(
+            f"{self.url.rstrip('/')}/api/v1/nodes/{urllib.parse.quote(node, safe='')}",
+            data=body, method="PATCH",
+            headers={"Content-Type": "application/merge-patch+json",
+                     "Accept": "application/json"})
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl()):
+                pass
+        except (urllib.error.URLError, OSError, ValueError, ssl.SSLError) as exc:
+            raise PodInfoError(f"PATCH node {node}: {exc}") from None
+
     def annotations(self, namespace: str, name: str) -> dict[str, str]:
         path = (f"/api/v1/namespaces/{urllib.parse.quote(namespace, safe='')}"
                 f"/pods/{urllib.parse.quote(name, safe='')}")

@@ -156,6 +156,7 @@ class FakeApiServer:
         self.pods: dict[tuple[str, str], dict[str, str]] = {}
         self.requests: list[str] = []
         self.auth: list[str | None] = []
+        self.node_patches: list[tuple[str, dict]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -174,6 +175,16 @@ class FakeApiServer:
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(body.encode())
+
+            def do_PATCH(self) -> None:  # noqa: N802
+                parts = self.path.strip("/").split("/")
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                ok = len(parts) == 4 and parts[2] == "nodes" and self.headers.get(
+                    "Content-Type") == "application/merge-patch+json"
+                if ok:
+                    outer.node_patches.append((parts[3], body))
+                self.send_response(200 if ok else 400)
+                self.end_headers()
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -1,6 +1,6 @@
 """deploy/tgs.yaml holds together: hostPaths mounted at the same path (the plugin hands
 those paths to the kubelet), commands that are this package's scripts with arguments they
-accept, and RBAC no wider than reading pods."""
+accept, and RBAC no wider than reading pods and labelling nodes."""
 
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def test_commands_are_our_scripts_with_valid_arguments() -> None:
         cmd.make_context(name, list(args))            # raises on an unknown/invalid option
 
 
-def test_rbac_reads_pods_only() -> None:
-    (rule,) = _one("ClusterRole")["rules"]
-    assert rule == {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}
+def test_rbac_reads_pods_and_labels_nodes_only() -> None:
+    assert _one("ClusterRole")["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
     sa = _one("ServiceAccount")["metadata"]
     binding = _one("ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],

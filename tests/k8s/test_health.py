@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_kubelet import FakeApiServer
 from tgs.controller.client import ControllerUnavailable
+from tgs.k8s import signals
 from tgs.k8s.api import dp
 from tgs.k8s.plugin import Config, Plugin
 
@@ -99,3 +101,32 @@ def _until(pred: Any, timeout: float = 10.0) -> None:
     while not pred():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_idle_pct() -> None:
+    devs = [{"index": 0}, {"index": 1}]
+    assert signals.idle_pct({"devices": devs, "policy_state": {
+        "0": {"duty": 0.83}, "1": {"duty": 0.44}}}) == 60          # best GPU, steps of 10
+    assert signals.idle_pct({"devices": devs, "policy_state": {"0": {"duty": 0.9}}}) == 100
+    assert signals.idle_pct({"devices": devs, "policy_state": {"0": {}}}) is None
+    assert signals.idle_pct({"devices": [], "policy_state": {}}) is None
+    assert signals.idle_pct({"devices": devs[:1], "policy_state": {
+        "0": {"duty": 1.7}}}) == 0                                   # clamped
+
+
+def test_node_label_on_change_only(tmp_path: Path, apiserver: FakeApiServer) -> None:
+    from tgs.k8s.podinfo import ApiServer
+    p = Scripted(Config(plugin_dir=tmp_path, node_name="gpu-1", api=ApiServer(apiserver.url),
+                        label_interval=0))
+    p.answer = dict(_status("GPU-a"), policy_state={"0": {"duty": 0.31}})
+    p.poll_health()
+    p.poll_health()                                  # same value: no second patch
+    p.answer["policy_state"]["0"]["duty"] = 0.05
+    p.poll_health()
+    assert apiserver.node_patches == [
+        ("gpu-1", {"metadata": {"labels": {"tgs.io/gpu-idle-pct": "70"}}}),
+        ("gpu-1", {"metadata": {"labels": {"tgs.io/gpu-idle-pct": "100"}}})]
+    p.cfg.label_interval = 3600                      # at most one update per interval
+    p.answer["policy_state"]["0"]["duty"] = 0.5
+    p.poll_health()
+    assert len(apiserver.node_patches) == 2

@@ -151,3 +151,14 @@ def test_jobs_of_gone_pods_are_removed(kubelet: FakeKubelet, ctl: Controller, k8
     jobs = ctl.jobs()
     assert keep in jobs and "not-ours" in jobs
     assert sorted(p.name for p in cdi.iterdir()) == [f"tgs.io-gpu-{keep}.json"]
+
+
+def test_node_labelled_with_idle_time(kubelet: FakeKubelet, ctl: Controller,
+                                      apiserver: FakeApiServer,
+                                      plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    plugin = plugin_factory("--node-name", "gpu-node-1", "--label-interval", "0")
+    _registered(kubelet, plugin)
+    # no jobs on the simulated GPUs yet: all of their time is free
+    assert wait_for(lambda: apiserver.node_patches, timeout=15), plugin.log.read_text()
+    assert apiserver.node_patches[0] == (
+        "gpu-node-1", {"metadata": {"labels": {"tgs.io/gpu-idle-pct": "100"}}})

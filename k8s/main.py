@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from . import podinfo
-from .plugin import Config, Plugin
+from .config import Config
+from .plugin import Plugin
 
 PROG = "tgs-device-plugin"
 

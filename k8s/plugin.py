@@ -2,7 +2,8 @@
 device-plugins directory, its registration, and the loops that keep both current.
 
 Threads: the gRPC server's pool (one worker per ListAndWatch stream, plus the calls),
-`health` (polls the controller: GPUs, their health, garbage collection of finished jobs)
+`health` (polls the controller: GPUs, their health, the node label, garbage collection
+of the jobs of gone pods, see jobs.py)
 and `watch` (re-registers when the kubelet's socket is recreated, restarts the server
 when its own socket is removed, as a restarting kubelet does)."""
 
@@ -10,52 +11,26 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
-from tgs.controller import paths
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
-from tgs.tools import cdi
 from tgs.tools.injection import InjectError, make_plan
 
 from . import annotations as ann
 from . import podinfo, response, shares, signals
 from .api import API_VERSION, dp, dp_grpc
+from .config import Config
+from .jobs import Jobs
 from .shares import Gpu, ShareError
 
 log = logging.getLogger("tgs.k8s")
 KUBELET_SOCKET = "kubelet.sock"
-
-
-@dataclass
-class Config:
-    plugin_dir: Path                              # the kubelet's device-plugins directory
-    resource: str = "tgs.io/gpu"
-    nshares: int = 4                              # shares advertised per GPU
-    endpoint: str = "tgs-gpu.sock"                # our socket's name in plugin_dir
-    controller: str | None = None                 # the controller's endpoint (default: its own)
-    runtime_dir: str | None = None
-    timeout: float = 3.0                          # per controller / kubelet call
-    health_interval: float = 1.0
-    watch_interval: float = 0.5
-    pod_resources: str | None = podinfo.POD_RESOURCES_SOCKET
-    api: podinfo.ApiServer | None = None
-    defaults: dict[str, str] = field(default_factory=dict)   # annotations a pod lacks
-    cdi_dir: str | None = None                    # answer with CDI device names
-    preload_file: bool = True                     # /etc/ld.so.preload rather than LD_PRELOAD
-    host_lib_dir: str | None = None               # see response.relocate
-    sim: bool | None = None                       # hand over the simulated driver (default:
-    gc_grace: float = 60.0                        #   when the controller's GPUs are simulated)
-    gc_interval: float = 10.0
-    node_name: str | None = None                  # label this node with signals.LABEL
-    label_interval: float = 30.0                  # at most one label update per interval
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:
@@ -83,6 +58,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self._last_gc = 0.0
         self._label: int | None = None             # the label value last published
         self._label_t = -float("inf")
+        self.jobs = Jobs(cfg, lambda *a, **kw: self._call(*a, **kw))
 
     # ------------------------------------------------------------ controller
     def _client(self) -> Client:
@@ -174,18 +150,19 @@ class Plugin(dp_grpc.DevicePluginServicer):
             for creq in request.container_requests:
                 ids = list(creq.devices_ids)
                 name, gpu = self._job_for(ids)
-                job = self._ensure_job(name, gpu, len(ids))
-                done.append(name)
+                job, made = self.jobs.ensure(name, gpu, len(ids))
+                if made:                            # undone if a later container fails
+                    done.append(name)
                 out.append(self._response(job))
                 log.info("allocated %s on %s to job %s", sorted(ids), gpu.uuid, name)
         except ShareError as exc:
-            self._undo(done)
+            self.jobs.undo(done)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except (ControllerUnavailable, ClientError) as exc:
-            self._undo(done)
+            self.jobs.undo(done)
             context.abort(grpc.StatusCode.UNAVAILABLE, f"tgs-controller: {exc}")
         except (InjectError, OSError) as exc:
-            self._undo(done)
+            self.jobs.undo(done)
             context.abort(grpc.StatusCode.INTERNAL, f"injection: {exc}")
         return dp.AllocateResponse(container_responses=out)
 
@@ -193,8 +170,8 @@ class Plugin(dp_grpc.DevicePluginServicer):
         ids = list(request.devices_ids)
         try:
             name, gpu = self._job_for(ids)
-            settings = self._settings(ids, gpu)
-            self._ensure_job(name, gpu, len(ids))
+            settings = self.jobs.settings(ids, gpu)
+            self.jobs.ensure(name, gpu, len(ids))       # again, if it was lost meanwhile
             self._call("set", name, **settings.changes())
             log.info("job %s: %s", name, settings)
         except (ShareError, ann.AnnotationError) as exc:
@@ -209,94 +186,12 @@ class Plugin(dp_grpc.DevicePluginServicer):
             gpus = list(self._gpus)
         return response.job_name(ids), shares.gpu_of(ids, gpus)
 
-    def _ensure_job(self, name: str, gpu: Gpu, nids: int) -> dict[str, Any]:
-        """Register the job (opportunistic, its shares' memory) or find it registered."""
-        quota = ann.share_quota(gpu.mem_total, nids, self.cfg.nshares)
-        try:
-            return dict(self._call("register", name, priority="opportunistic", weight=1,
-                                   mem_quota=quota, device=gpu.uuid)["job"])
-        except ClientError as exc:
-            if exc.code != "exists":
-                raise
-        for j in self._call("list"):
-            if j["name"] == name:
-                return dict(j)
-        raise ClientError("not_found", f"job {name} vanished while being looked up")
-
     def _response(self, job: dict[str, Any]) -> Any:
         plan = make_plan(job, sim=self.cfg.sim if self.cfg.sim is not None else self._sim,
                          preload_file=self.cfg.preload_file)
         if self.cfg.host_lib_dir:
             plan = response.relocate(plan, self.cfg.host_lib_dir, self._dirs)
         return response.container_response(plan, self.cfg.cdi_dir)
-
-    def _undo(self, names: list[str]) -> None:
-        for n in names:
-            try:
-                self._call("unregister", n)
-            except (ControllerUnavailable, ClientError):
-                pass
-
-    def _settings(self, ids: list[str], gpu: Gpu) -> ann.JobSettings:
-        pod: dict[str, str] = {}
-        ref = None
-        for attempt in range(3 if self.cfg.pod_resources else 0):
-            try:            # recorded by the kubelet before this call; a retry costs little
-                ref = podinfo.owner(self.cfg.pod_resources or "", self.cfg.resource, ids,
-                                    self.cfg.timeout)
-            except podinfo.PodInfoError as exc:
-                log.warning("cannot tell which pod holds %s: %s", sorted(ids), exc)
-                break
-            if ref is not None:
-                break
-            time.sleep(0.2 * (attempt + 1))
-        else:
-            if self.cfg.pod_resources:
-                log.warning("no pod holds %s in the pod resources API: defaults", sorted(ids))
-        if ref is not None and self.cfg.api is not None:
-            try:
-                pod = self.cfg.api.annotations(ref.namespace, ref.name)
-            except podinfo.PodInfoError as exc:
-                log.warning("pod %s: annotations not readable (%s): using defaults", ref, exc)
-        if ref is not None:
-            log.info("shares %s belong to %s", sorted(ids), ref)
-        merged = {**self.cfg.defaults, **pod}
-        return ann.settings(merged, mem_total=gpu.mem_total, shares=len(ids),
-                            nshares=self.cfg.nshares)
-
-    def collect(self, now: float | None = None) -> list[str]:
-        """Unregister this plugin's jobs (k8s-*) that no container holds any more, once they
-        are older than gc_grace; needs the pod resources API. Returns the names removed."""
-        sock = self.cfg.pod_resources
-        if not sock or not os.path.exists(sock):
-            return []
-        try:
-            held = {response.job_name(ids)
-                    for ids in podinfo.holders(sock, self.cfg.resource, self.cfg.timeout)}
-            jobs = self._call("list")
-        except (podinfo.PodInfoError, ControllerUnavailable, ClientError) as exc:
-            log.debug("no garbage collection this time: %s", exc)
-            return []
-        now = time.time() if now is None else now
-        gone = []
-        for j in jobs:
-            name = str(j.get("name", ""))
-            if name.startswith(response.JOB_PREFIX) and name not in held \
-                    and now - float(j.get("created", now)) > self.cfg.gc_grace:
-                try:
-                    self._call("unregister", name)
-                    self._forget(name)
-                    gone.append(name)
-                    log.info("job %s: no container holds its shares any more: removed", name)
-                except (ControllerUnavailable, ClientError):
-                    pass
-        return gone
-
-    def _forget(self, name: str) -> None:
-        """Files made for a removed job: its CDI spec, its generated ld.so.preload."""
-        if self.cfg.cdi_dir:
-            cdi.spec_path(self.cfg.cdi_dir, name).unlink(missing_ok=True)
-        shutil.rmtree(paths.default_runtime_dir() / "inject" / name, ignore_errors=True)
 
     # ------------------------------------------------------------ server and registration
     @property
@@ -358,7 +253,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self.poll_health()
         if time.monotonic() - self._last_gc >= self.cfg.gc_interval:
             self._last_gc = time.monotonic()
-            self.collect()
+            self.jobs.collect()
 
     def start(self) -> None:
         self.cfg.plugin_dir.mkdir(parents=True, exist_ok=True)

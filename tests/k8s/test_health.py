@@ -13,7 +13,8 @@ from fake_kubelet import FakeApiServer
 from tgs.controller.client import ControllerUnavailable
 from tgs.k8s import signals
 from tgs.k8s.api import dp
-from tgs.k8s.plugin import Config, Plugin
+from tgs.k8s.config import Config
+from tgs.k8s.plugin import Plugin
 
 pytestmark = pytest.mark.timeout(60)
 

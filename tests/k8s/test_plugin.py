@@ -109,6 +109,16 @@ def test_allocate_refusals_and_preferred(kubelet: FakeKubelet, ctl: Controller,
         _allocate(stub, "GPU-not-here-share-0")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert set(ctl.jobs()) == before
+    # a pod whose second container fails: the first one's new job is undone, a job that was
+    # there before (the same shares allocated earlier) is kept
+    kept = _allocate(stub, f"{GPU0}-share-1").container_responses[0].annotations["tgs.io/job"]
+    bad = dp.ContainerAllocateRequest(devices_ids=[f"{GPU0}-share-0", f"{GPU1}-share-0"])
+    for first in ([f"{GPU0}-share-1"], [f"{GPU1}-share-1"]):
+        req = dp.AllocateRequest(container_requests=[
+            dp.ContainerAllocateRequest(devices_ids=first), bad])
+        with pytest.raises(grpc.RpcError):
+            stub.Allocate(req, timeout=15)
+    assert set(ctl.jobs()) == before | {kept}
     # the preferred allocation keeps a container's shares on one GPU
     req = dp.PreferredAllocationRequest(container_requests=[
         dp.ContainerPreferredAllocationRequest(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from tgs.controller import paths
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 from tgs.tools.injection import InjectError, make_plan
 
@@ -190,7 +191,8 @@ class Plugin(dp_grpc.DevicePluginServicer):
         plan = make_plan(job, sim=self.cfg.sim if self.cfg.sim is not None else self._sim,
                          preload_file=self.cfg.preload_file)
         if self.cfg.host_lib_dir:
-            plan = response.relocate(plan, self.cfg.host_lib_dir, self._dirs)
+            keep = [*self._dirs, str(paths.default_runtime_dir())]    # hostPaths already
+            plan = response.relocate(plan, self.cfg.host_lib_dir, keep)
         return response.container_response(plan, self.cfg.cdi_dir)
 
     # ------------------------------------------------------------ server and registration

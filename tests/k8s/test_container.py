@@ -80,11 +80,15 @@ def _check_quota(flags: list[str], rootfs: Path) -> None:
 
 
 def test_container_from_mounts_and_env(rootfs: Path, kubelet: FakeKubelet, ctl: Controller,
-                                       apiserver: FakeApiServer,
+                                       apiserver: FakeApiServer, k8s_root: Path,
                                        plugin_factory) -> None:  # type: ignore[no-untyped-def]
-    plugin = plugin_factory()
+    host_lib = k8s_root / "host-lib"             # as in the DaemonSet: files of the image
+    plugin = plugin_factory("--host-lib-dir", str(host_lib))
     resp, job = _allocated(kubelet, apiserver, "train-a", ["GPU-sim-0-share-0"])
     assert ctl.jobs()[job]["mem_quota"] == GIB
+    mounts = {m.container_path: m.host_path for m in resp.mounts}
+    assert mounts["/usr/local/lib/tgs/libtgs.so"] == str(host_lib / "libtgs.so")
+    assert mounts[resp.envs["TGS_SEGMENT"]] == ctl.jobs()[job]["segment"]   # not copied
     flags: list[str] = []
     for m in resp.mounts:
         flags += ["-v", f"{m.host_path}:{m.container_path}:{'ro' if m.read_only else 'rw'}"]

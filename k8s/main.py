@@ -43,9 +43,10 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
               help="Controller endpoint (default: the ipc socket in the runtime dir).")
 @click.option("--runtime-dir", envvar="TGS_RUNTIME_DIR", default=None,
               help="The controller's runtime directory.")
-@click.option("--timeout", type=float, default=3.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(0.1, 60), default=3.0, show_default=True,
               help="Seconds per controller or kubelet call.")
-@click.option("--health-interval", type=float, default=1.0, show_default=True)
+@click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0,
+              show_default=True, help="Seconds between two looks at the controller.")
 @click.option("--pod-resources", default=podinfo.POD_RESOURCES_SOCKET, show_default=True,
               help="The kubelet's pod resources socket ('' to not use it).")
 @click.option("--api-server", default=None,
@@ -71,14 +72,14 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
                    "hostPath at the same path on the node) and mount them from there.")
 @click.option("--sim/--no-sim", default=None,
               help="Hand containers the simulated driver (default: when the GPUs are).")
-@click.option("--gc-grace", type=float, default=60.0, show_default=True,
+@click.option("--gc-grace", type=click.FloatRange(0), default=60.0, show_default=True,
               help="Seconds before a job no container holds is unregistered.")
-@click.option("--gc-interval", type=float, default=10.0, show_default=True,
+@click.option("--gc-interval", type=click.FloatRange(0.05), default=10.0, show_default=True,
               help="Seconds between two looks for such jobs (pod resources API).")
 @click.option("--node-name", envvar="NODE_NAME", default=None,
               help="This node's name: label it with tgs.io/gpu-idle-pct (needs the API "
                    "server and the right to patch nodes); default: no label.")
-@click.option("--label-interval", type=float, default=30.0, show_default=True,
+@click.option("--label-interval", type=click.FloatRange(0), default=30.0, show_default=True,
               help="Seconds between two updates of the node label, at most.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))

@@ -122,3 +122,21 @@ def test_relocate_copies_image_files_only(tmp_path: Path) -> None:
     response.relocate(plan, host, [str(segdir)])
     assert (host / "libtgs.so").read_bytes() == b"shim v2"
     assert (host / "libtgs.so").stat().st_ino != before
+
+
+@pytest.mark.parametrize("args,word", [
+    (["--default", "tgs.io/priority"], "KEY=VALUE"),
+    (["--shares", "0"], "--shares"),
+    (["--health-interval", "0"], "--health-interval"),
+    (["--kubeconfig", "KUBECONFIG"], "exec"),
+])
+def test_cli_refuses_bad_options(tmp_path: Path, args: list[str], word: str) -> None:
+    from click.testing import CliRunner
+    from tgs.k8s.main import cli
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+                  "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
+                  "users: [{name: u, user: {exec: {command: aws}}}]\n")
+    args = [str(kc) if a == "KUBECONFIG" else a for a in args]
+    r = CliRunner().invoke(cli, ["--plugin-dir", str(tmp_path), *args])
+    assert r.exit_code == 2 and word in r.output, r.output

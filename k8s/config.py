@@ -30,3 +30,5 @@ class Config:
     gc_interval: float = 10.0
     node_name: str | None = None                  # label this node with signals.LABEL
     label_interval: float = 30.0                  # at most one label update per interval
+    gpu_handoff: str | None = None                # response.HANDOFFS (default: env, or none
+                                                  #   with the simulated GPU)

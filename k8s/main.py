@@ -70,6 +70,10 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--host-lib-dir", default=None,
               help="Copy the shim and the other files from this plugin's image here (a "
                    "hostPath at the same path on the node) and mount them from there.")
+@click.option("--gpu-handoff", type=click.Choice(["env", "cdi", "none"]), default=None,
+              help="How the container gets the real GPU: NVIDIA_VISIBLE_DEVICES=<uuid> for the "
+                   "NVIDIA container runtime (env), the CDI device nvidia.com/gpu=<uuid> (cdi), "
+                   "or nothing (none). Default: env, none with simulated GPUs.")
 @click.option("--sim/--no-sim", default=None,
               help="Hand containers the simulated driver (default: when the GPUs are).")
 @click.option("--gc-grace", type=click.FloatRange(0), default=60.0, show_default=True,
@@ -87,7 +91,8 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
         runtime_dir: str | None, timeout: float, health_interval: float, pod_resources: str,
         api_server: str | None, kubeconfig: str | None, token_file: str | None, ca_file: str | None,
         defaults: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
-        host_lib_dir: str | None, sim: bool | None, gc_grace: float, gc_interval: float,
+        host_lib_dir: str | None, gpu_handoff: str | None, sim: bool | None,
+        gc_grace: float, gc_interval: float,
         node_name: str | None, label_interval: float, log_level: str) -> None:
     """Kubelet device plugin for TGS (device plugin API v1beta1)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
@@ -111,7 +116,7 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
                  controller=controller, runtime_dir=runtime_dir, timeout=timeout,
                  health_interval=health_interval, pod_resources=pod_resources or None, api=api,
                  defaults=_defaults(defaults), cdi_dir=cdi_dir, preload_file=preload_file,
-                 host_lib_dir=host_lib_dir, sim=sim, gc_grace=gc_grace,
+                 host_lib_dir=host_lib_dir, gpu_handoff=gpu_handoff, sim=sim, gc_grace=gc_grace,
                  gc_interval=gc_interval, node_name=node_name, label_interval=label_interval)
     run(cfg)
 

@@ -154,7 +154,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
                 job, made = self.jobs.ensure(name, gpu, len(ids))
                 if made:                            # undone if a later container fails
                     done.append(name)
-                out.append(self._response(job))
+                out.append(self._response(job, gpu))
                 log.info("allocated %s on %s to job %s", sorted(ids), gpu.uuid, name)
         except ShareError as exc:
             self.jobs.undo(done)
@@ -187,13 +187,16 @@ class Plugin(dp_grpc.DevicePluginServicer):
             gpus = list(self._gpus)
         return response.job_name(ids), shares.gpu_of(ids, gpus)
 
-    def _response(self, job: dict[str, Any]) -> Any:
-        plan = make_plan(job, sim=self.cfg.sim if self.cfg.sim is not None else self._sim,
-                         preload_file=self.cfg.preload_file)
+    def _response(self, job: dict[str, Any], gpu: Gpu) -> Any:
+        sim = self.cfg.sim if self.cfg.sim is not None else self._sim
+        plan = make_plan(job, sim=sim, preload_file=self.cfg.preload_file)
         if self.cfg.host_lib_dir:
             keep = [*self._dirs, str(paths.default_runtime_dir())]    # hostPaths already
             plan = response.relocate(plan, self.cfg.host_lib_dir, keep)
-        return response.container_response(plan, self.cfg.cdi_dir)
+        how = self.cfg.gpu_handoff or ("none" if sim else "env")
+        env, names = response.gpu_handoff(how, gpu.uuid)
+        return response.container_response(plan, self.cfg.cdi_dir, extra_env=env,
+                                           extra_cdi=names)
 
     # ------------------------------------------------------------ server and registration
     @property

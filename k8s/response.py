@@ -31,14 +31,38 @@ def job_name(ids: Iterable[str]) -> str:
     return f"{JOB_PREFIX}{digest[:16]}"
 
 
-def container_response(plan: Plan, cdi_dir: str | None = None) -> dp.ContainerAllocateResponse:
+HANDOFFS = ("env", "cdi", "none")
+NVIDIA_ENV = "NVIDIA_VISIBLE_DEVICES"
+NVIDIA_CDI_KIND = "nvidia.com/gpu"
+
+
+def gpu_handoff(how: str, uuid: str) -> tuple[dict[str, str], list[str]]:
+    """What makes the real GPU (device nodes, driver libraries) appear in the container,
+    since this plugin, not NVIDIA's, answers for it: (env, CDI device names).
+      env   NVIDIA_VISIBLE_DEVICES=<uuid>, for the NVIDIA container runtime (the default
+            runtime on the node), as NVIDIA's own plugin does by default;
+      cdi   the CDI device nvidia.com/gpu=<uuid> (specs from `nvidia-ctk cdi generate
+            --device-name-strategy=uuid`);
+      none  nothing (the simulated GPU, whose driver comes with the plan)."""
+    if how == "env":
+        return {NVIDIA_ENV: uuid}, []
+    if how == "cdi":
+        return {}, [f"{NVIDIA_CDI_KIND}={uuid}"]
+    return {}, []
+
+
+def container_response(plan: Plan, cdi_dir: str | None = None, *,
+                       extra_env: dict[str, str] | None = None,
+                       extra_cdi: list[str] | None = None) -> dp.ContainerAllocateResponse:
     annotations = {JOB_ANNOTATION: plan.job}
+    extra = [dp.CDIDevice(name=n) for n in extra_cdi or []]
     if cdi_dir is not None:
         cdi.write(plan, cdi_dir)
         return dp.ContainerAllocateResponse(
-            annotations=annotations, cdi_devices=[dp.CDIDevice(name=f"{cdi.KIND}={plan.job}")])
+            envs=dict(extra_env or {}), annotations=annotations,
+            cdi_devices=[dp.CDIDevice(name=f"{cdi.KIND}={plan.job}"), *extra])
     return dp.ContainerAllocateResponse(
-        envs=dict(plan.env), annotations=annotations,
+        envs={**plan.env, **(extra_env or {})}, annotations=annotations, cdi_devices=extra,
         mounts=[dp.Mount(container_path=m.container, host_path=m.host, read_only=m.readonly)
                 for m in plan.mounts])
 

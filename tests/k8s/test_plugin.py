@@ -69,6 +69,8 @@ def test_allocate_one_gpu_and_prestart_settings(kubelet: FakeKubelet, ctl: Contr
     assert mounts["/etc/ld.so.preload"].read_only                # the preload, read-only
     assert mounts["/usr/local/lib/tgs/libtgs.so"].read_only
     assert "LD_PRELOAD" not in resp.envs
+    assert "NVIDIA_VISIBLE_DEVICES" not in resp.envs        # simulated: its driver is mounted
+    assert mounts["/usr/local/lib/tgs/sim/libcuda.so.1"].read_only
     # the same allocation asked again: the same job
     (again,) = _allocate(stub, *ids).container_responses
     assert again.annotations["tgs.io/job"] == job_name
@@ -172,3 +174,13 @@ def test_node_labelled_with_idle_time(kubelet: FakeKubelet, ctl: Controller,
     assert wait_for(lambda: apiserver.node_patches, timeout=15), plugin.log.read_text()
     assert apiserver.node_patches[0] == (
         "gpu-node-1", {"metadata": {"labels": {"tgs.io/gpu-idle-pct": "100"}}})
+
+
+def test_real_gpu_handed_over_by_uuid(kubelet: FakeKubelet, ctl: Controller,
+                                      plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    # as on a real node: no simulated driver; the NVIDIA runtime gets the GPU's UUID
+    plugin = plugin_factory("--no-sim")
+    stub = kubelet.plugin(_registered(kubelet, plugin).endpoint)
+    (resp,) = _allocate(stub, f"{GPU1}-share-0").container_responses
+    assert resp.envs["NVIDIA_VISIBLE_DEVICES"] == GPU1
+    assert not [m for m in resp.mounts if "/sim/" in m.container_path]

@@ -101,6 +101,20 @@ def test_container_response_from_plan(tmp_path: Path) -> None:
     assert (tmp_path / "tgs.io-gpu-k8s-abc.json").is_file()
 
 
+def test_gpu_handoff_in_both_response_forms(tmp_path: Path) -> None:
+    assert response.gpu_handoff("env", UUID) == ({"NVIDIA_VISIBLE_DEVICES": UUID}, [])
+    assert response.gpu_handoff("cdi", UUID) == ({}, [f"nvidia.com/gpu={UUID}"])
+    assert response.gpu_handoff("none", UUID) == ({}, [])
+    plan = Plan(job="j", env={"TGS_SEGMENT": "/s"}, mounts=[Mount("/a", "/b")])
+    r = response.container_response(plan, extra_env={"NVIDIA_VISIBLE_DEVICES": UUID},
+                                    extra_cdi=["nvidia.com/gpu=0"])
+    assert dict(r.envs) == {"TGS_SEGMENT": "/s", "NVIDIA_VISIBLE_DEVICES": UUID}
+    assert [d.name for d in r.cdi_devices] == ["nvidia.com/gpu=0"] and len(r.mounts) == 1
+    r = response.container_response(plan, str(tmp_path), extra_cdi=[f"nvidia.com/gpu={UUID}"])
+    assert [d.name for d in r.cdi_devices] == ["tgs.io/gpu=j", f"nvidia.com/gpu={UUID}"]
+    assert not r.envs and not r.mounts
+
+
 def test_relocate_copies_image_files_only(tmp_path: Path) -> None:
     image, segdir, host = tmp_path / "image", tmp_path / "seg", tmp_path / "host-lib"
     image.mkdir()

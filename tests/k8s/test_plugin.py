@@ -50,6 +50,9 @@ def test_register_and_health_updates(kubelet: FakeKubelet, ctl: Controller,
         watch.until(lambda d: d == dict.fromkeys(IDS, "Healthy"))
     finally:
         watch.close()
+    plugin.close()                                   # SIGTERM: a clean exit, socket removed
+    assert plugin.proc.returncode == 0, plugin.log.read_text()[-2000:]
+    assert not (kubelet.dir / reg.endpoint).exists()
 
 
 def test_allocate_one_gpu_and_prestart_settings(kubelet: FakeKubelet, ctl: Controller,

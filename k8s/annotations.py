@@ -47,17 +47,26 @@ def share_quota(mem_total: int, shares: int, nshares: int) -> int:
     return mem_total * shares // nshares
 
 
-def settings(ann: Mapping[str, str], *, mem_total: int, shares: int,
-             nshares: int) -> JobSettings:
+def settings(ann: Mapping[str, str], *, mem_total: int, shares: int, nshares: int,
+             within_shares: bool = True) -> JobSettings:
     """JobSettings for a container holding `shares` of the `nshares` shares of a GPU with
-    `mem_total` bytes; AnnotationError names the bad annotation."""
+    `mem_total` bytes; AnnotationError names the bad annotation. With `within_shares` a
+    quota may not exceed the shares' part of the GPU: the scheduler, which counts shares,
+    then never promises a GPU's memory twice."""
     prio = ann.get(PRIORITY, "opportunistic").strip()
     if prio not in PRIORITIES:
         raise AnnotationError(f"{PRIORITY}: {prio!r} is not one of {', '.join(PRIORITIES)}")
     text = ann.get(WEIGHT, "1").strip()
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 1000:
         raise AnnotationError(f"{WEIGHT}: {text!r} is not an integer from 1 to 1000")
-    return JobSettings(prio, int(text), _memory(ann, mem_total, shares, nshares))
+    mem = _memory(ann, mem_total, shares, nshares)
+    part = share_quota(mem_total, shares, nshares)
+    if within_shares and (mem is None or mem > part):
+        raise AnnotationError(
+            f"memory quota {'unlimited' if mem is None else mem} is above the {part} bytes of "
+            f"the {shares} of {nshares} shares this container holds: ask for more tgs.io/gpu "
+            "shares (or run the plugin with --memory-above-shares)")
+    return JobSettings(prio, int(text), mem)
 
 
 def _memory(ann: Mapping[str, str], mem_total: int, shares: int, nshares: int) -> int | None:

@@ -30,5 +30,7 @@ class Config:
     gc_interval: float = 10.0
     node_name: str | None = None                  # label this node with signals.LABEL
     label_interval: float = 30.0                  # at most one label update per interval
+    memory_above_shares: bool = False             # quotas may exceed the shares' part
+    production_namespaces: frozenset[str] = frozenset()   # empty: every namespace may
     gpu_handoff: str | None = None                # response.HANDOFFS (default: env, or none
                                                   #   with the simulated GPU)

@@ -74,9 +74,16 @@ class Jobs:
                 log.warning("pod %s: annotations not readable (%s): using defaults", ref, exc)
         if ref is not None:
             log.info("shares %s belong to %s", sorted(ids), ref)
+        allowed = self.cfg.production_namespaces
+        if allowed and ann.PRIORITY in pod and pod[ann.PRIORITY].strip() == "production" \
+                and (ref is None or ref.namespace not in allowed):
+            raise ann.AnnotationError(
+                f"{ann.PRIORITY}: namespace {ref.namespace if ref else '?'} may not run "
+                f"production jobs (allowed: {', '.join(sorted(allowed))})")
         merged = {**self.cfg.defaults, **pod}
         return ann.settings(merged, mem_total=gpu.mem_total, shares=len(ids),
-                            nshares=self.cfg.nshares)
+                            nshares=self.cfg.nshares,
+                            within_shares=not self.cfg.memory_above_shares)
 
     def collect(self, now: float | None = None) -> list[str]:
         """Unregister this plugin's jobs (k8s-*) that no container holds any more, once they

@@ -61,6 +61,12 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
               help="CA bundle for --api-server.")
 @click.option("--default", "defaults", multiple=True, metavar="KEY=VALUE",
               help="An annotation a pod without it gets (e.g. tgs.io/priority=production).")
+@click.option("--memory-above-shares", is_flag=True,
+              help="Let annotations ask for more memory than the container's shares of the "
+                   "GPU (overcommit; default: refused at container start).")
+@click.option("--production-namespace", "production_namespaces", multiple=True,
+              metavar="NS", help="Only pods of these namespaces may ask for tgs.io/priority="
+                                 "production (repeatable; default: any namespace).")
 @click.option("--cdi-dir", default=None,
               help="Answer with CDI device names and write the specs here (the runtime "
                    "must support CDI); default: mounts and env.")
@@ -90,7 +96,8 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
 def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller: str | None,
         runtime_dir: str | None, timeout: float, health_interval: float, pod_resources: str,
         api_server: str | None, kubeconfig: str | None, token_file: str | None, ca_file: str | None,
-        defaults: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
+        defaults: tuple[str, ...], memory_above_shares: bool,
+        production_namespaces: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
         host_lib_dir: str | None, gpu_handoff: str | None, sim: bool | None,
         gc_grace: float, gc_interval: float,
         node_name: str | None, label_interval: float, log_level: str) -> None:
@@ -115,7 +122,9 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
     cfg = Config(plugin_dir=plugin_dir, resource=resource, nshares=nshares, endpoint=endpoint,
                  controller=controller, runtime_dir=runtime_dir, timeout=timeout,
                  health_interval=health_interval, pod_resources=pod_resources or None, api=api,
-                 defaults=_defaults(defaults), cdi_dir=cdi_dir, preload_file=preload_file,
+                 defaults=_defaults(defaults), memory_above_shares=memory_above_shares,
+                 production_namespaces=frozenset(production_namespaces), cdi_dir=cdi_dir,
+                 preload_file=preload_file,
                  host_lib_dir=host_lib_dir, gpu_handoff=gpu_handoff, sim=sim, gc_grace=gc_grace,
                  gc_interval=gc_interval, node_name=node_name, label_interval=label_interval)
     run(cfg)

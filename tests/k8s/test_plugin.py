@@ -57,7 +57,8 @@ def test_register_and_health_updates(kubelet: FakeKubelet, ctl: Controller,
 
 def test_allocate_one_gpu_and_prestart_settings(kubelet: FakeKubelet, ctl: Controller,
                                                 apiserver: FakeApiServer,
-                                                plugin: PluginProc) -> None:
+                                                plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    plugin = plugin_factory("--production-namespace", "ml")
     stub = kubelet.plugin(_registered(kubelet, plugin).endpoint)
     ids = [f"{GPU0}-share-1", f"{GPU0}-share-2"]
     (resp,) = _allocate(stub, *ids).container_responses
@@ -93,12 +94,22 @@ def test_allocate_one_gpu_and_prestart_settings(kubelet: FakeKubelet, ctl: Contr
     apiserver.pods[("ml", "train-0")] = {"gpu-fraction": "0.25"}
     stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=kai), timeout=15)
     assert ctl.jobs()[r2.annotations["tgs.io/job"]]["mem_quota"] == 2 * GIB
-    # a bad annotation: the container is not started, the reason is said
-    apiserver.pods[("ml", "train-0")] = {"tgs.io/weight": "0"}
+    # bad annotations: the container is not started, the reason is said
+    for bad, word in (({"tgs.io/weight": "0"}, "tgs.io/weight"),
+                      ({"tgs.io/memory": "3GiB"}, "shares")):        # 1 share: 2 GiB
+        apiserver.pods[("ml", "train-0")] = bad
+        with pytest.raises(grpc.RpcError) as err:
+            stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=kai), timeout=15)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert word in err.value.details()
+    # production is reserved to the namespaces the plugin was given
+    other = [f"{GPU1}-share-1"]
+    _allocate(stub, *other)
+    kubelet.hold("dev", "mine", "main", "tgs.io/gpu", other)
+    apiserver.pods[("dev", "mine")] = {"tgs.io/priority": "production"}
     with pytest.raises(grpc.RpcError) as err:
-        stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=kai), timeout=15)
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "tgs.io/weight" in err.value.details()
+        stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=other), timeout=15)
+    assert "namespace dev may not run production" in err.value.details()
 
 
 def test_allocate_refusals_and_preferred(kubelet: FakeKubelet, ctl: Controller,

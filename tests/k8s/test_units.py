@@ -57,12 +57,21 @@ def test_annotations_defaults_and_tgs_keys() -> None:
     s = ann.settings({ann.PRIORITY: "production", ann.WEIGHT: "7", ann.MEMORY: "1.5GiB"},
                      mem_total=8 * GIB, shares=1, nshares=4)
     assert s == ann.JobSettings("production", 7, 3 * GIB // 2)
-    assert ann.settings({ann.MEMORY: "unlimited"}, mem_total=GIB, shares=1,
-                        nshares=2).mem_quota is None
+    assert ann.settings({ann.MEMORY: "unlimited"}, mem_total=GIB, shares=1, nshares=2,
+                        within_shares=False).mem_quota is None
+
+
+def test_annotations_within_the_shares() -> None:
+    kw = {"mem_total": 8 * GIB, "shares": 1, "nshares": 4}
+    assert ann.settings({ann.MEMORY: "2GiB"}, **kw).mem_quota == 2 * GIB      # all of it
+    for a in ({ann.MEMORY: "3GiB"}, {ann.MEMORY: "unlimited"}, {ann.KAI_FRACTION: "0.5"}):
+        with pytest.raises(ann.AnnotationError, match="shares"):
+            ann.settings(a, **kw)
+        ann.settings(a, **kw, within_shares=False)                            # overcommit
 
 
 def test_annotations_kai_scheduler() -> None:
-    kw = {"mem_total": 8 * GIB, "shares": 1, "nshares": 4}
+    kw = {"mem_total": 8 * GIB, "shares": 2, "nshares": 4}
     assert ann.settings({ann.KAI_MEMORY: "2000"}, **kw).mem_quota == 2000 << 20   # MiB
     assert ann.settings({ann.KAI_MEMORY: "3GiB"}, **kw).mem_quota == 3 * GIB
     assert ann.settings({ann.KAI_FRACTION: "0.5"}, **kw).mem_quota == 4 * GIB

@@ -53,7 +53,9 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self._version = 0                          # bumped on every change of the list
         self._stop = threading.Event()
         self._server: grpc.Server | None = None
-        self._kubelet_id: tuple[int, int, int] | None = None
+        self._kubelet_id: tuple[int, int, int] | None = None     # registered with
+        self._seen_kubelet: tuple[int, int, int] | None = None
+        self._failed_for: tuple[int, int, int] | None = None
         self._threads: list[threading.Thread] = []
         self.registrations = 0                     # successful Register calls (for tests)
         self._last_gc = 0.0
@@ -225,9 +227,13 @@ class Plugin(dp_grpc.DevicePluginServicer):
             with grpc.insecure_channel(f"unix://{kubelet}") as ch:
                 dp_grpc.RegistrationStub(ch).Register(req, timeout=self.cfg.timeout)
         except grpc.RpcError as exc:
-            log.warning("registration with the kubelet failed: %s %s", exc.code().name,
-                        exc.details())
+            # said once per kubelet socket; the retries every watch interval go to debug
+            level = logging.DEBUG if self._failed_for == self._seen_kubelet else logging.WARNING
+            self._failed_for = self._seen_kubelet
+            log.log(level, "registration with the kubelet failed (retrying): %s %s",
+                    exc.code().name, exc.details())
             return False
+        self._failed_for = None
         self.registrations += 1
         log.info("registered %s with the kubelet (%s)", self.cfg.resource, kubelet)
         return True
@@ -243,6 +249,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
             self._serve()
             self._kubelet_id = None                 # a new endpoint must be registered
         ident = _identity(self.cfg.plugin_dir / KUBELET_SOCKET)
+        self._seen_kubelet = ident
         if ident is not None and ident != self._kubelet_id and self.register():
             self._kubelet_id = ident
 

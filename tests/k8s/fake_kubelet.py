@@ -17,11 +17,14 @@ from tgs.k8s.api import dp, dp_grpc, pr, pr_grpc
 
 
 class _Registration(dp_grpc.RegistrationServicer):
-    def __init__(self, requests: queue.Queue) -> None:
-        self.requests = requests
+    def __init__(self, kubelet: FakeKubelet) -> None:
+        self.kubelet = kubelet
 
     def Register(self, request: Any, context: Any) -> Any:
-        self.requests.put(request)
+        self.kubelet.attempts += 1
+        if self.kubelet.reject:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "resource name already taken")
+        self.kubelet.registrations.put(request)
         return dp.Empty()
 
 
@@ -48,7 +51,9 @@ class FakeKubelet:
         self.dir = root / "device-plugins"
         self.dir.mkdir()
         self.pod_resources = root / "pod-resources.sock"
-        self.registrations: queue.Queue = queue.Queue()
+        self.registrations: queue.Queue = queue.Queue()      # accepted RegisterRequests
+        self.reject = False                                  # refuse registrations
+        self.attempts = 0
         self.lock = threading.Lock()
         # (namespace, pod) -> {container: (resource, [device ids])}
         self.pods: dict[tuple[str, str], dict[str, tuple[str, list[str]]]] = {}
@@ -65,7 +70,7 @@ class FakeKubelet:
 
     def start(self) -> None:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        dp_grpc.add_RegistrationServicer_to_server(_Registration(self.registrations), server)
+        dp_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
         server.add_insecure_port(f"unix://{self.socket}")
         server.start()
         self._reg = server

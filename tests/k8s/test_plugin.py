@@ -160,6 +160,18 @@ def test_kubelet_restart_registers_again(kubelet: FakeKubelet, ctl: Controller,
     assert "registered tgs.io/gpu" in plugin.log.read_text()
 
 
+def test_refused_registration_is_retried_quietly(kubelet: FakeKubelet, ctl: Controller,
+                                                 plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    kubelet.reject = True
+    plugin = plugin_factory()
+    assert wait_for(lambda: kubelet.attempts >= 4, timeout=20), plugin.log.read_text()
+    warned = [ln for ln in plugin.log.read_text().splitlines()
+              if "WARNING registration with the kubelet failed" in ln]
+    assert len(warned) == 1, warned                  # said once, retried in silence
+    kubelet.reject = False
+    assert _registered(kubelet, plugin).resource_name == "tgs.io/gpu"
+
+
 def test_jobs_of_gone_pods_are_removed(kubelet: FakeKubelet, ctl: Controller, k8s_root: Path,
                                        plugin_factory) -> None:  # type: ignore[no-untyped-def]
     # a grace of a few seconds: the kubelet records an allocation just after Allocate

@@ -160,6 +160,21 @@ def test_kubelet_restart_registers_again(kubelet: FakeKubelet, ctl: Controller,
     assert "registered tgs.io/gpu" in plugin.log.read_text()
 
 
+def test_waits_for_the_controller_before_registering(kubelet: FakeKubelet, ctl: Controller,
+                                                     plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    ctl.stop()
+    plugin = plugin_factory()                        # nothing to advertise yet
+    assert not wait_for(lambda: kubelet.attempts, timeout=2)
+    assert plugin.proc.poll() is None
+    ctl.start()
+    stub = kubelet.plugin(_registered(kubelet, plugin).endpoint)
+    watch = Watch(stub)
+    try:
+        assert watch.next() == dict.fromkeys(IDS, "Healthy")
+    finally:
+        watch.close()
+
+
 def test_refused_registration_is_retried_quietly(kubelet: FakeKubelet, ctl: Controller,
                                                  plugin_factory) -> None:  # type: ignore[no-untyped-def]
     kubelet.reject = True

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_kubelet import FakeApiServer, FakeKubelet
-from k8s_helpers import Controller
+from k8s_helpers import Controller, wait_for
 from tgs.k8s.api import dp
 
 pytestmark = pytest.mark.timeout(180)
@@ -50,17 +50,27 @@ def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _allocated(kubelet: FakeKubelet, apiserver: FakeApiServer, pod: str,
-               ids: list[str]) -> tuple[dp.ContainerAllocateResponse, str]:
-    """Allocate, then PreStartContainer with the pod's annotations: tgs.io/memory 1GiB."""
-    reg = kubelet.next_registration(timeout=30)
-    stub = kubelet.plugin(reg.endpoint)
+def _allocated(kubelet: FakeKubelet, apiserver: FakeApiServer, pod: str, ids: list[str],
+               annotations: dict[str, str] | None = None,
+               stub=None) -> tuple[dp.ContainerAllocateResponse, str]:  # type: ignore[no-untyped-def]
+    """Allocate, then PreStartContainer with the pod's annotations (tgs.io/memory 1GiB)."""
+    if stub is None:
+        stub = kubelet.plugin(kubelet.next_registration(timeout=30).endpoint)
     req = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=ids)])
     (resp,) = stub.Allocate(req, timeout=30).container_responses
     kubelet.hold("ml", pod, "main", "tgs.io/gpu", ids)
-    apiserver.pods[("ml", pod)] = {"tgs.io/memory": "1GiB"}
+    apiserver.pods[("ml", pod)] = annotations or {"tgs.io/memory": "1GiB"}
     stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=ids), timeout=30)
     return resp, resp.annotations["tgs.io/job"]
+
+
+def _flags(resp: dp.ContainerAllocateResponse) -> list[str]:
+    flags: list[str] = []
+    for m in resp.mounts:
+        flags += ["-v", f"{m.host_path}:{m.container_path}:{'ro' if m.read_only else 'rw'}"]
+    for k, v in sorted(resp.envs.items()):
+        flags += ["-e", f"{k}={v}"]
+    return flags
 
 
 def _run(flags: list[str], rootfs: Path, mem: str) -> subprocess.CompletedProcess:
@@ -89,12 +99,7 @@ def test_container_from_mounts_and_env(rootfs: Path, kubelet: FakeKubelet, ctl: 
     mounts = {m.container_path: m.host_path for m in resp.mounts}
     assert mounts["/usr/local/lib/tgs/libtgs.so"] == str(host_lib / "libtgs.so")
     assert mounts[resp.envs["TGS_SEGMENT"]] == ctl.jobs()[job]["segment"]   # not copied
-    flags: list[str] = []
-    for m in resp.mounts:
-        flags += ["-v", f"{m.host_path}:{m.container_path}:{'ro' if m.read_only else 'rw'}"]
-    for k, v in sorted(resp.envs.items()):
-        flags += ["-e", f"{k}={v}"]
-    _check_quota(flags, rootfs)
+    _check_quota(_flags(resp), rootfs)
     assert "error" not in plugin.log.read_text().lower()
 
 
@@ -118,3 +123,44 @@ def test_container_from_cdi_device(rootfs: Path, kubelet: FakeKubelet, ctl: Cont
         _check_quota(["--device", resp.cdi_devices[0].name], rootfs)
     finally:
         spec.unlink(missing_ok=True)
+
+
+def test_production_and_opportunistic_pods_on_one_gpu(
+        rootfs: Path, kubelet: FakeKubelet, ctl: Controller, apiserver: FakeApiServer,
+        plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    """docs/kubernetes.md's pod pair, shrunk to the simulated GPU: both containers run at
+    once on GPU 0, each job with its pod's priority and quota, each process seen."""
+    plugin_factory()
+    stub = kubelet.plugin(kubelet.next_registration(timeout=30).endpoint)
+    two = ["GPU-sim-0-share-0", "GPU-sim-0-share-1"]
+    serve, prod = _allocated(kubelet, apiserver, "serve", two,
+                             {"tgs.io/priority": "production", "tgs.io/memory": "3GiB"}, stub)
+    train, opp = _allocated(kubelet, apiserver, "train", ["GPU-sim-0-share-2"],
+                            {"tgs.io/weight": "2", "gpu-memory": "1024"}, stub)
+    runs: dict[str, subprocess.Popen] = {}
+    try:
+        for name, resp in (("serve", serve), ("train", train)):
+            runs[name] = subprocess.Popen(
+                [*PODMAN, *_flags(resp), "--name", f"tgs-k8s-{name}-{prod[-6:]}", "--rootfs",
+                 str(rootfs), "/bin/tgs-workload", "--mem", "256MiB", "--seconds", "6"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        both = wait_for(lambda: all(ctl.jobs()[j].get("processes") == 1 for j in (prod, opp)),
+                        timeout=30)
+        jobs = ctl.jobs()
+        assert both, jobs
+        assert (jobs[prod]["priority"], jobs[prod]["mem_quota"]) == ("production", 3 * GIB)
+        assert (jobs[opp]["priority"], jobs[opp]["weight"], jobs[opp]["mem_quota"]) == (
+            "opportunistic", 2, GIB)
+        assert jobs[prod]["device_uuid"] == jobs[opp]["device_uuid"] == "GPU-sim-0"
+        for name, proc in runs.items():
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, (name, err)
+            start = json.loads(next(x for x in out.splitlines() if x.startswith("{")))
+            assert start["mem"]["total"] == (3 * GIB if name == "serve" else GIB)
+    finally:
+        for name, proc in runs.items():
+            if proc.poll() is None:
+                subprocess.run(["podman", "rm", "-f", "-t", "0", f"tgs-k8s-{name}-{prod[-6:]}"],
+                               capture_output=True, timeout=60)
+                proc.kill()
+                proc.communicate()

@@ -1,0 +1,96 @@
+"""GPUs as shares of an extended resource: IDs, health, preferred allocations.
+
+Each GPU is advertised as N shares `<uuid>-share-<k>` (k = 0..N-1) of `tgs.io/gpu`; a
+container that asks for `tgs.io/gpu: 2` gets two shares. A TGS job is bound to one GPU, so
+every allocation must lie on one GPU (GetPreferredAllocation packs them; Allocate refuses
+anything else with a clear error).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+_SUFFIX = re.compile(r"^(?P<uuid>.+)-share-(?P<k>\d+)$")
+MAX_ID = 63
+
+
+class ShareError(ValueError):
+    """Device IDs the plugin cannot serve (unknown, malformed, or spanning GPUs)."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU as the controller reports it (status: devices)."""
+
+    index: int
+    uuid: str
+    mem_total: int
+
+
+def share_id(uuid: str, k: int) -> str:
+    sid = f"{uuid}-share-{k}"
+    if len(sid) > MAX_ID:
+        raise ShareError(f"device ID {sid!r} is longer than the kubelet's {MAX_ID} characters")
+    return sid
+
+
+def split_id(sid: str) -> tuple[str, int]:
+    m = _SUFFIX.match(sid)
+    if not m:
+        raise ShareError(f"{sid!r} is not a TGS share ID (<gpu uuid>-share-<k>)")
+    return m.group("uuid"), int(m.group("k"))
+
+
+def all_ids(gpus: Sequence[Gpu], nshares: int) -> list[str]:
+    return [share_id(g.uuid, k) for g in gpus for k in range(nshares)]
+
+
+def gpu_of(ids: Sequence[str], gpus: Sequence[Gpu]) -> Gpu:
+    """The one GPU these shares are on; ShareError when they span several or none."""
+    if not ids:
+        raise ShareError("no device IDs in the request")
+    uuids = {split_id(i)[0] for i in ids}
+    if len(uuids) > 1:
+        raise ShareError(
+            f"the shares {sorted(ids)} lie on {len(uuids)} GPUs ({', '.join(sorted(uuids))}): "
+            "a TGS job is bound to one GPU for now; ask for shares of one GPU (the plugin's "
+            "preferred allocation packs them) or use one container per GPU")
+    (uuid,) = uuids
+    for g in gpus:
+        if g.uuid == uuid:
+            return g
+    raise ShareError(f"GPU {uuid} is not on this node (or the controller does not report it)")
+
+
+def preferred(available: Iterable[str], must: Iterable[str], size: int) -> list[str]:
+    """`size` shares, all on one GPU when possible: the GPU of the must-include shares,
+    else the one with the most available shares (least loaded, ties by UUID); spills
+    over to other GPUs only when no single GPU has enough."""
+    must_l = list(dict.fromkeys(must))
+    avail = [a for a in dict.fromkeys(available) if a not in must_l]
+    by_gpu: dict[str, list[str]] = {}
+    for a in avail:
+        try:
+            by_gpu.setdefault(split_id(a)[0], []).append(a)
+        except ShareError:
+            continue
+    for ids in by_gpu.values():
+        ids.sort(key=lambda s: split_id(s)[1])
+    need = size - len(must_l)
+    if need <= 0:
+        return must_l[:size]
+    must_gpus = {split_id(m)[0] for m in must_l if _SUFFIX.match(m)}
+    order = sorted(by_gpu, key=lambda u: (u not in must_gpus, -len(by_gpu[u]), u))
+    fits = [u for u in order if len(by_gpu[u]) >= need and (not must_gpus or u in must_gpus)]
+    if fits:
+        return must_l + by_gpu[fits[0]][:need]
+    out = list(must_l)
+    for u in order:
+        out += by_gpu[u][: size - len(out)]
+        if len(out) >= size:
+            break
+    return out

@@ -1,0 +1,133 @@
+"""The plugin's device list in process, with the controller's answers scripted: a GPU that
+leaves the controller's list turns Unhealthy (and back), the controller down turns all of
+them Unhealthy, and ListAndWatch sends a new list exactly on changes."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_kubelet import FakeApiServer
+from tgs.controller.client import ControllerUnavailable
+from tgs.k8s import signals
+from tgs.k8s.api import dp
+from tgs.k8s.config import Config
+from tgs.k8s.plugin import Plugin
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _status(*uuids: str) -> dict[str, Any]:
+    return {"devices": [{"index": i, "uuid": u, "mem_total": 1 << 30, "kind": "nvml"}
+                        for i, u in enumerate(uuids)], "segment_dir": "/x"}
+
+
+class Scripted(Plugin):
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.answer: dict[str, Any] | None = None
+
+    def _call(self, fn: str, *args: Any, **kw: Any) -> Any:
+        assert fn == "status"
+        if self.answer is None:
+            raise ControllerUnavailable("down")
+        return self.answer
+
+
+class Ctx:
+    def __init__(self) -> None:
+        self.active = True
+
+    def is_active(self) -> bool:
+        return self.active
+
+
+def _health(p: Plugin) -> dict[str, str]:
+    return {d.ID: d.health for d in p.devices()}
+
+
+def test_gpu_presence_and_controller_health(tmp_path: Path) -> None:
+    p = Scripted(Config(plugin_dir=tmp_path, nshares=2))
+    p.answer = _status("GPU-a", "GPU-b")
+    p.poll_health()
+    assert _health(p) == {"GPU-a-share-0": "Healthy", "GPU-a-share-1": "Healthy",
+                          "GPU-b-share-0": "Healthy", "GPU-b-share-1": "Healthy"}
+    p.answer = _status("GPU-a")                     # GPU-b gone (fell off the bus)
+    p.poll_health()
+    h = _health(p)
+    assert h["GPU-b-share-0"] == h["GPU-b-share-1"] == "Unhealthy"
+    assert h["GPU-a-share-0"] == "Healthy"
+    p.answer = None                                 # the controller stops answering
+    p.poll_health()
+    assert set(_health(p).values()) == {"Unhealthy"} and len(_health(p)) == 4
+    p.answer = _status("GPU-a", "GPU-b")
+    p.poll_health()
+    assert set(_health(p).values()) == {"Healthy"}
+
+
+def test_list_and_watch_sends_on_change_only(tmp_path: Path) -> None:
+    p = Scripted(Config(plugin_dir=tmp_path, nshares=1))
+    p.answer = _status("GPU-a")
+    p.poll_health()
+    ctx = Ctx()
+    got: list[dict[str, str]] = []
+    stream = p.ListAndWatch(dp.Empty(), ctx)
+
+    def read() -> None:
+        for resp in stream:
+            got.append({d.ID: d.health for d in resp.devices})
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    try:
+        _until(lambda: len(got) == 1)
+        p.poll_health()                             # nothing changed: nothing sent
+        p.poll_health()
+        p.answer = None
+        p.poll_health()
+        _until(lambda: len(got) == 2)
+        assert got == [{"GPU-a-share-0": "Healthy"}, {"GPU-a-share-0": "Unhealthy"}]
+    finally:
+        ctx.active = False
+        t.join(timeout=5)
+    assert not t.is_alive()                         # the stream ends with its call
+    assert len(got) == 2
+
+
+def _until(pred: Any, timeout: float = 10.0) -> None:
+    import time
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_idle_pct() -> None:
+    devs = [{"index": 0}, {"index": 1}]
+    assert signals.idle_pct({"devices": devs, "policy_state": {
+        "0": {"duty": 0.83}, "1": {"duty": 0.44}}}) == 60          # best GPU, steps of 10
+    assert signals.idle_pct({"devices": devs, "policy_state": {"0": {"duty": 0.9}}}) == 100
+    assert signals.idle_pct({"devices": devs, "policy_state": {"0": {}}}) is None
+    assert signals.idle_pct({"devices": [], "policy_state": {}}) is None
+    assert signals.idle_pct({"devices": devs[:1], "policy_state": {
+        "0": {"duty": 1.7}}}) == 0                                   # clamped
+
+
+def test_node_label_on_change_only(tmp_path: Path, apiserver: FakeApiServer) -> None:
+    from tgs.k8s.podinfo import ApiServer
+    p = Scripted(Config(plugin_dir=tmp_path, node_name="gpu-1", api=ApiServer(apiserver.url),
+                        label_interval=0))
+    p.answer = dict(_status("GPU-a"), policy_state={"0": {"duty": 0.31}})
+    p.poll_health()
+    p.poll_health()                                  # same value: no second patch
+    p.answer["policy_state"]["0"]["duty"] = 0.05
+    p.poll_health()
+    assert apiserver.node_patches == [
+        ("gpu-1", {"metadata": {"labels": {"tgs.io/gpu-idle-pct": "70"}}}),
+        ("gpu-1", {"metadata": {"labels": {"tgs.io/gpu-idle-pct": "100"}}})]
+    p.cfg.label_interval = 3600                      # at most one update per interval
+    p.answer["policy_state"]["0"]["duty"] = 0.5
+    p.poll_health()
+    assert len(apiserver.node_patches) == 2

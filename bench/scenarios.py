@@ -1,4 +1,4 @@
-"""The evaluation scenarios (S1-S6): which jobs, when they start, how long they run.
+"""The evaluation scenarios (S1-S14): which jobs, when they start, how long they run.
 
 A scenario is data: jobs with a role (production or opportunistic), a weight, a workload
 (tgs-workload options, or the PyTorch loop on a real GPU) and a schedule (start offset and
@@ -30,6 +30,27 @@ LIGHT_GAP_MS, HEAVY_GAP_MS, PHASE_S = 4.0, 0.85, 5.0
 PROD_HALF = WorkloadSpec(kernels=2, kernel_us=1000, gap_ms=3.7)
 # S6: opportunistic kernels cost 4x more time per thread (same 0.5 ms per kernel).
 OPP_COSTLY = WorkloadSpec(kernels=10, kernel_us=125, gap_ms=0, cost_factor=4)
+# S7: run-ahead training: 4 x 1 ms kernels per iteration, 6 ms of host work per iteration
+# (data loading, Python), synchronizing every 10 iterations (.item() / logging), at most 3
+# iterations queued: the GPU idles ~2 ms of every 6 (~67 % duty) between synchronizes.
+RUN_AHEAD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=6, sync_every=10, ahead=3)
+# S8: S1's production with its kernels dealt over 2 streams, each synchronized in turn.
+MULTI_STREAM = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=1.7, streams=2)
+# S9: CUDA graph replay: S1's production and the opportunistic job, each iteration one graph.
+PROD_GRAPH = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=1.7, launch="graph", stream=True)
+OPP_GRAPH = WorkloadSpec(kernels=10, kernel_us=500, gap_ms=0, launch="graph", stream=True)
+# S10: kernel-duration mix (tgs-workload --kernel-mix: short kernels log-uniform 10-100 us, long
+# ones uniform 5-20 ms, one sequence per seed): production 48 short + 1 long, 8 ms host gap;
+# opportunistic 38 short + 2 long, no gap.
+PROD_MIX = WorkloadSpec(kernels=49, kernel_mix=1, gap_ms=8, seed=1)
+OPP_MIX = WorkloadSpec(kernels=40, kernel_mix=2, gap_ms=0, seed=2)
+# S11: opportunistic kernels (5 ms) all longer than production's gaps (1.7 ms).
+OPP_LONG = WorkloadSpec(kernels=4, kernel_us=5000, gap_ms=0)
+# S12-S14: inference: requests of 3 x 0.4 ms kernels arriving as a Poisson process at 30, 60,
+# 90 % of the GPU, next to the saturating training job.
+REQUEST = WorkloadSpec(kernels=3, kernel_us=400, gap_ms=0, seed=11)
+REQUEST_GPU_S = 3 * 400e-6
+INFERENCE_LOADS = {"S12": 0.3, "S13": 0.6, "S14": 0.9}
 
 
 @dataclass
@@ -57,6 +78,7 @@ class Scenario:
     reaction: str | None = None     # "phases" (S3) or "arrival" (S4): reaction time is measured
     phase_s: float = 0.0
     fairness: bool = False          # S2: weighted fairness among opportunistic jobs
+    latency: bool = False           # S12-S14: production is a server: request latency tails
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -132,28 +154,58 @@ def s6(prod_s: float) -> Scenario:
                  PROD, OPP_COSTLY, prod_s)
 
 
+def inference(key: str, prod_s: float) -> Scenario:
+    load = INFERENCE_LOADS[key]
+    spec = dataclasses.replace(REQUEST, poisson_rps=round(load / REQUEST_GPU_S, 3))
+    sc = _pair(key, f"inference at {load:.0%} of the GPU (Poisson, 3 x 0.4 ms per request) "
+               "+ saturating training", spec, OPP, prod_s)
+    sc.latency = True
+    return sc
+
+
+SHAPES = {
+    "S7": ("run-ahead training (sync every 10, 3 queued, ~67 % duty) + saturating", RUN_AHEAD,
+           OPP),
+    "S8": ("production on 2 streams (S1's shape) + saturating", MULTI_STREAM, OPP),
+    "S9": ("CUDA graph replay, production and opportunistic (S1's shapes)", PROD_GRAPH,
+           OPP_GRAPH),
+    "S10": ("kernel-duration mix: 10-100 us kernels and a few of 5-20 ms, both jobs",
+            PROD_MIX, OPP_MIX),
+    "S11": ("opportunistic kernels (5 ms) longer than production's gaps (1.7 ms)", PROD,
+            OPP_LONG),
+}
+
+
 @dataclass(frozen=True)
 class Budget:
     """Durations (s) of one suite: --quick shrinks them."""
 
     prod_s: float = 10.0
-    tgs_prod_s: float = 40.0     # S1 and S6 under `tgs`: past its 25 s profiling
+    tgs_prod_s: float = 20.0     # `tgs` (not S3/S4): profiling + slow start take ~12-15 s
+    shape_s: float = 8.0         # S7-S14
     phase_s: float = PHASE_S
     cycles: int = 2
     s4: tuple[float, float, float] = (3.0, 8.0, 4.0)
     solo_s: float = 6.0
 
 
-QUICK = Budget(prod_s=2.5, tgs_prod_s=2.5, phase_s=1.5, cycles=1, s4=(1.0, 2.0, 1.5),
-               solo_s=2.0)
+QUICK = Budget(prod_s=2.0, tgs_prod_s=2.0, shape_s=2.0, phase_s=1.5, cycles=1,
+               s4=(1.0, 2.0, 1.5), solo_s=2.0)
 FULL = Budget()
-KEYS = ("S1", "S2", "S3", "S4", "S5", "S6")
+KEYS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "S13",
+        "S14")
 
 
 def build(key: str, budget: Budget, policy: str | None) -> Scenario:
     """Scenario `key` for one policy (None: the solo baselines)."""
-    long_tgs = policy == "tgs" and key in ("S1", "S6")
+    long_tgs = policy == "tgs" and key not in ("S3", "S4")
     prod_s = budget.tgs_prod_s if long_tgs else budget.prod_s
+    shape_s = max(budget.shape_s, prod_s) if long_tgs else budget.shape_s
+    if key in SHAPES:
+        title, prod, opp = SHAPES[key]
+        return _pair(key, title, prod, opp, shape_s)
+    if key in INFERENCE_LOADS:
+        return inference(key, shape_s)
     if key == "S1":
         return s1(prod_s)
     if key == "S2":

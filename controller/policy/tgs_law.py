@@ -129,6 +129,7 @@ class TgsLawPolicy(Policy):
                 "max_rate": law.max_rate, "profiling": float(law.phase == "profile"),
                 "slow_start": float(law.slow_start),
                 "limit": -1.0 if law.limit is None else law.limit,
+                "started": law.started,
                 "profiled_s": -1.0 if law.profiled_s is None else law.profiled_s,
                 "converged_s": -1.0 if law.converged_s is None else law.converged_s}
         return out

@@ -173,7 +173,10 @@ def job_argv(job: JobDef) -> list[str]:
 
 def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.Popen[bytes],
                                                                       Path, Path]:
-    spec = dataclasses.replace(job.spec, seconds=job.seconds, iters=None)
+    if job.iters is not None:
+        spec = dataclasses.replace(job.spec, seconds=None, iters=job.iters)
+    else:
+        spec = dataclasses.replace(job.spec, seconds=job.seconds, iters=None)
     job = dataclasses.replace(job, spec=spec)
     out, err = logdir / f"{job.name}.jsonl", logdir / f"{job.name}.stderr"
     with open(out, "wb") as fo, open(err, "wb") as fe:

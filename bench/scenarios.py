@@ -64,6 +64,7 @@ class JobDef:
     seconds: float
     weight: int = 1
     torch: bool = False         # run bench/torch_train.py instead (real GPU only)
+    iters: int | None = None    # a fixed amount of work (seconds is then its deadline)
 
     @property
     def production(self) -> bool:

@@ -33,7 +33,7 @@ ITER_GPU_S = 10 * 500e-6
 # long ones later: 13.5 GPU-s in all
 STREAM = [(0.0, 4.0), (0.5, 0.5), (1.0, 0.5), (1.5, 2.0), (2.0, 0.5), (3.0, 1.0), (3.5, 0.5),
           (4.0, 3.0), (5.0, 0.5), (5.5, 1.0)]
-QUICK_SCALE = 0.4
+QUICK_SCALE = 0.3
 # LAS's queue thresholds are the policy's defaults (1 and 3 GPU-s) in both variants
 POLICIES = ("las", "adaptive")
 

@@ -109,13 +109,13 @@ def _pair(key: str, title: str, prod: WorkloadSpec, opp: WorkloadSpec, prod_s: f
     ])
 
 
-def s1(prod_s: float) -> Scenario:
+def s1(prod_s: float, lead: float = 1.0) -> Scenario:
     return _pair("S1", "production ~70 % duty + one saturating opportunistic job",
-                 PROD, OPP, prod_s)
+                 PROD, OPP, prod_s, lead, lead)
 
 
-def s2(prod_s: float) -> Scenario:
-    lead, tail = 1.0, 1.0
+def s2(prod_s: float, lead: float = 1.0) -> Scenario:
+    tail = lead
     jobs = [JobDef("prod", PRODUCTION, _spec(PROD, "prod"), lead, prod_s)]
     for name, w in (("opp-a", 1), ("opp-b", 1), ("opp-c", 2)):
         jobs.append(JobDef(name, OPPORTUNISTIC, _spec(OPP, name), 0.0, lead + prod_s + tail, w))
@@ -123,13 +123,12 @@ def s2(prod_s: float) -> Scenario:
                     fairness=True)
 
 
-def s3(phase_s: float, cycles: int) -> Scenario:
-    lead = 1.0
+def s3(phase_s: float, cycles: int, lead: float = 1.0) -> Scenario:
     phases = [(LIGHT_GAP_MS, phase_s), (HEAVY_GAP_MS, phase_s)]
     prod_s = 2 * cycles * phase_s
     return Scenario("S3", f"production alternating light/heavy every {phase_s:g} s", [
         JobDef("prod", PRODUCTION, _spec(PHASED, "prod", phases=phases), lead, prod_s),
-        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + 1.0),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + lead),
     ], reaction="phases", phase_s=phase_s)
 
 
@@ -140,26 +139,25 @@ def s4(before_s: float, prod_s: float, after_s: float) -> Scenario:
     ], reaction="arrival")
 
 
-def s5(prod_s: float) -> Scenario:
-    lead = 1.0
+def s5(prod_s: float, lead: float = 1.0) -> Scenario:
     return Scenario("S5", "two production jobs (~35 % duty each) + one opportunistic job", [
         JobDef("prod-a", PRODUCTION, _spec(PROD_HALF, "prod-a"), lead, prod_s),
         JobDef("prod-b", PRODUCTION, _spec(PROD_HALF, "prod-b"), lead, prod_s),
-        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + 1.0),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + lead),
     ], notes=["production is compared with both production jobs running together without "
               "the opportunistic job (the controller does not arbitrate between them)"])
 
 
-def s6(prod_s: float) -> Scenario:
+def s6(prod_s: float, lead: float = 1.0) -> Scenario:
     return _pair("S6", "heterogeneous kernels: opportunistic 4x cost per thread",
-                 PROD, OPP_COSTLY, prod_s)
+                 PROD, OPP_COSTLY, prod_s, lead, lead)
 
 
-def inference(key: str, prod_s: float) -> Scenario:
+def inference(key: str, prod_s: float, lead: float = 1.0) -> Scenario:
     load = INFERENCE_LOADS[key]
     spec = dataclasses.replace(REQUEST, poisson_rps=round(load / REQUEST_GPU_S, 3))
     sc = _pair(key, f"inference at {load:.0%} of the GPU (Poisson, 3 x 0.4 ms per request) "
-               "+ saturating training", spec, OPP, prod_s)
+               "+ saturating training", spec, OPP, prod_s, lead, lead)
     sc.latency = True
     return sc
 
@@ -188,10 +186,11 @@ class Budget:
     cycles: int = 2
     s4: tuple[float, float, float] = (3.0, 8.0, 4.0)
     solo_s: float = 6.0
+    lead_s: float = 1.0          # opportunistic alone before production joins, and after
 
 
-QUICK = Budget(prod_s=2.0, tgs_prod_s=2.0, shape_s=2.0, phase_s=1.5, cycles=1,
-               s4=(1.0, 2.0, 1.5), solo_s=2.0)
+QUICK = Budget(prod_s=1.5, tgs_prod_s=1.5, shape_s=1.5, phase_s=1.0, cycles=1,
+               s4=(1.0, 2.0, 1.5), solo_s=1.5, lead_s=0.5)
 FULL = Budget()
 KEYS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "S13",
         "S14")
@@ -204,24 +203,47 @@ def build(key: str, budget: Budget, policy: str | None) -> Scenario:
     shape_s = max(budget.shape_s, prod_s) if long_tgs else budget.shape_s
     if key in SHAPES:
         title, prod, opp = SHAPES[key]
-        return _pair(key, title, prod, opp, shape_s)
+        return _pair(key, title, prod, opp, shape_s, budget.lead_s, budget.lead_s)
     if key in INFERENCE_LOADS:
-        return inference(key, shape_s)
+        return inference(key, shape_s, budget.lead_s)
     if key == "S1":
-        return s1(prod_s)
+        return s1(prod_s, budget.lead_s)
     if key == "S2":
-        return s2(prod_s)
+        return s2(prod_s, budget.lead_s)
     if key == "S3":
-        return s3(budget.phase_s, budget.cycles)
+        return s3(budget.phase_s, budget.cycles, budget.lead_s)
     if key == "S4":
         return s4(*budget.s4)
     if key == "S5":
-        return s5(prod_s)
+        return s5(prod_s, budget.lead_s)
     if key == "S6":
-        return s6(prod_s)
+        return s6(prod_s, budget.lead_s)
     raise ValueError(f"unknown scenario {key!r} (known: {', '.join(KEYS)})")
 
 
 def use_torch(sc: Scenario) -> Scenario:
     """The same schedule with the PyTorch training loop as every job (real GPU)."""
     return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True) for j in sc.jobs])
+
+
+RUN_OVERHEAD_S = 1.5    # per run: controller and job start-up, margins (measured ~1.2 s)
+
+
+def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] = KEYS,
+               policies: list[str] | tuple[str, ...] = POLICIES) -> float:
+    """The suite's expected wall time: every scenario run plus its solo baselines (identical
+    jobs share one), each with RUN_OVERHEAD_S; the plan, not a measurement."""
+    total, solos = 0.0, set()
+    for key in keys:
+        for pol in policies:
+            total += build(key, budget, pol).length_s + RUN_OVERHEAD_S
+        base = build(key, budget, None)
+        for j in base.jobs:
+            seconds = j.seconds if j.spec.phases else min(j.seconds, budget.solo_s)
+            solo = (tuple(dataclasses.replace(j.spec, name="solo").argv()), seconds)
+            if solo not in solos:
+                solos.add(solo)
+                total += seconds + RUN_OVERHEAD_S
+        if len(base.production) > 1:
+            total += max(j.seconds for j in base.production) + RUN_OVERHEAD_S
+    return total

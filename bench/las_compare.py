@@ -34,7 +34,8 @@ ITER_GPU_S = 10 * 500e-6
 STREAM = [(0.0, 4.0), (0.5, 0.5), (1.0, 0.5), (1.5, 2.0), (2.0, 0.5), (3.0, 1.0), (3.5, 0.5),
           (4.0, 3.0), (5.0, 0.5), (5.5, 1.0)]
 QUICK_SCALE = 0.3
-# LAS's queue thresholds are the policy's defaults (1 and 3 GPU-s) in both variants
+# LAS's queue thresholds: the policy's defaults (1 and 3 GPU-s), scaled with the stream
+THRESHOLDS = (1.0, 3.0)
 POLICIES = ("las", "adaptive")
 
 
@@ -86,6 +87,7 @@ def markdown(res: dict[str, dict[str, Any]], scale: float) -> str:
              f"{sum(g for _, g in STREAM) * scale:.1f} GPU-s in all, arriving over "
              f"{STREAM[-1][0] * scale:.1f} s (lengths "
              + ", ".join(f"{g * scale:g}" for _, g in STREAM) + " GPU-s).", "",
+             f"LAS thresholds {THRESHOLDS[0] * scale:g} and {THRESHOLDS[1] * scale:g} GPU-s.", "",
              "| policy | finished | mean JCT (s) | p95 JCT (s) | mean slowdown | makespan (s) |",
              "|---|---|---|---|---|---|"]
 
@@ -104,12 +106,15 @@ def run(policies: list[str], quick: bool, out: Path, gpu: str = "sim") -> dict[s
     res: dict[str, dict[str, Any]] = {}
     try:
         for pol in policies:
-            rec = run_jobs("LAS", pol, pol, jobs, gpu, out / "logs" / f"LAS-{pol}", work)
+            env = {"TGS_LAS_THRESHOLDS": ",".join(f"{t * scale:g}" for t in THRESHOLDS)}
+            rec = run_jobs("LAS", pol, pol, jobs, gpu, out / "logs" / f"LAS-{pol}", work,
+                           controller_env=env)
             res[pol] = summarise(rec, jobs)
             print(f"  LAS {pol:<10} {rec.wall_s:5.1f} s", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    doc = {"scale": scale, "stream": STREAM, "results": res, "markdown": markdown(res, scale)}
+    doc = {"scale": scale, "stream": STREAM, "thresholds": [t * scale for t in THRESHOLDS],
+           "results": res, "markdown": markdown(res, scale)}
     out.mkdir(parents=True, exist_ok=True)
     (out / "las.json").write_text(json.dumps(doc, indent=1))
     return doc

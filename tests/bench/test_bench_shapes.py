@@ -49,7 +49,8 @@ def test_shape_scenarios_use_their_shapes() -> None:
         sc = SC.build(key, SC.FULL, "adaptive")
         assert sc.latency
         spec = sc.production[0].spec
-        assert spec.poisson_rps * SC.REQUEST_GPU_S == pytest.approx(load, rel=1e-3)
+        service = SC.REQUEST_GPU_S + SC.REQUEST_OVERHEAD_S
+        assert spec.poisson_rps * service == pytest.approx(load, rel=1e-3)
 
 
 def test_suite_fits_its_time_budget() -> None:

@@ -130,3 +130,15 @@ def test_ended_jobs_are_dropped_and_thresholds_checked() -> None:
     assert "a" not in pol.jobs
     with pytest.raises(ValueError):
         L.LasPolicy(thresholds=(3.0, 1.0))
+
+
+def test_thresholds_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tgs.controller.policy import las_thresholds
+    monkeypatch.delenv("TGS_LAS_THRESHOLDS", raising=False)
+    assert las_thresholds() == L.THRESHOLDS
+    monkeypatch.setenv("TGS_LAS_THRESHOLDS", "0.3, 0.9")
+    assert las_thresholds() == (0.3, 0.9)
+    assert make_policy("las").thresholds == (0.3, 0.9)        # type: ignore[attr-defined]
+    monkeypatch.setenv("TGS_LAS_THRESHOLDS", "x")
+    with pytest.raises(ValueError):
+        las_thresholds()

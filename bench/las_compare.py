@@ -82,12 +82,14 @@ def summarise(rec: RunRecord, jobs: list[JobDef]) -> dict[str, Any]:
             "makespan_s": max(done) if done else None, "wall_s": round(rec.wall_s, 1)}
 
 
-def markdown(res: dict[str, dict[str, Any]], scale: float) -> str:
+def markdown(res: dict[str, dict[str, Any]], scale: float,
+             thresholds: tuple[float, ...] = THRESHOLDS) -> str:
     lines = [f"Stream: {len(STREAM)} opportunistic jobs, "
              f"{sum(g for _, g in STREAM) * scale:.1f} GPU-s in all, arriving over "
              f"{STREAM[-1][0] * scale:.1f} s (lengths "
              + ", ".join(f"{g * scale:g}" for _, g in STREAM) + " GPU-s).", "",
-             f"LAS thresholds {THRESHOLDS[0] * scale:g} and {THRESHOLDS[1] * scale:g} GPU-s.", "",
+             "LAS thresholds " + " and ".join(f"{t * scale:g}" for t in thresholds) + " GPU-s.",
+             "",
              "| policy | finished | mean JCT (s) | p95 JCT (s) | mean slowdown | makespan (s) |",
              "|---|---|---|---|---|---|"]
 
@@ -99,22 +101,24 @@ def markdown(res: dict[str, dict[str, Any]], scale: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(policies: list[str], quick: bool, out: Path, gpu: str = "sim") -> dict[str, Any]:
+def run(policies: list[str], quick: bool, out: Path, gpu: str = "sim",
+        thresholds: tuple[float, ...] = THRESHOLDS) -> dict[str, Any]:
+    """Both policies on the stream; `thresholds` (GPU-s, before --quick's scaling) for LAS."""
     scale = QUICK_SCALE if quick else 1.0
     jobs = stream_jobs(scale)
     work = Path(tempfile.mkdtemp(prefix="tgs-las-"))
     res: dict[str, dict[str, Any]] = {}
     try:
         for pol in policies:
-            env = {"TGS_LAS_THRESHOLDS": ",".join(f"{t * scale:g}" for t in THRESHOLDS)}
+            env = {"TGS_LAS_THRESHOLDS": ",".join(f"{t * scale:g}" for t in thresholds)}
             rec = run_jobs("LAS", pol, pol, jobs, gpu, out / "logs" / f"LAS-{pol}", work,
                            controller_env=env)
             res[pol] = summarise(rec, jobs)
             print(f"  LAS {pol:<10} {rec.wall_s:5.1f} s", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    doc = {"scale": scale, "stream": STREAM, "thresholds": [t * scale for t in THRESHOLDS],
-           "results": res, "markdown": markdown(res, scale)}
+    doc = {"scale": scale, "stream": STREAM, "thresholds": [t * scale for t in thresholds],
+           "results": res, "markdown": markdown(res, scale, thresholds)}
     out.mkdir(parents=True, exist_ok=True)
     (out / "las.json").write_text(json.dumps(doc, indent=1))
     return doc
@@ -125,8 +129,11 @@ def main() -> None:
     ap.add_argument("--policy", action="append", choices=list(POLICIES))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("results") / "las")
+    ap.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS),
+                    help="LAS queue thresholds in GPU-s (before --quick's scaling)")
     a = ap.parse_args()
-    doc = run(a.policy or list(POLICIES), a.quick, a.out)
+    thresholds = tuple(float(x) for x in a.thresholds.split(","))
+    doc = run(a.policy or list(POLICIES), a.quick, a.out, thresholds=thresholds)
     print(doc["markdown"])
 
 

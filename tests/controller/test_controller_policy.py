@@ -49,7 +49,7 @@ def fluid(solo: dict[str, float], rates: dict[str, float | None], avail: float =
                 else 0.0) for n in solo}
 
 
-@pytest.mark.parametrize("name", ["adaptive", "tgs", "static", "none"])
+@pytest.mark.parametrize("name", ["adaptive", "las", "tgs", "static", "none"])
 def test_production_never_throttled(name: str) -> None:
     pol, rng, now = make_policy(name), random.Random(7), 0.0
     for _ in range(800):

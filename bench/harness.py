@@ -173,7 +173,10 @@ def job_argv(job: JobDef) -> list[str]:
 
 def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.Popen[bytes],
                                                                       Path, Path]:
-    spec = dataclasses.replace(job.spec, seconds=job.seconds, iters=None)
+    if job.iters is not None:
+        spec = dataclasses.replace(job.spec, seconds=None, iters=job.iters)
+    else:
+        spec = dataclasses.replace(job.spec, seconds=job.seconds, iters=None)
     job = dataclasses.replace(job, spec=spec)
     out, err = logdir / f"{job.name}.jsonl", logdir / f"{job.name}.stderr"
     with open(out, "wb") as fo, open(err, "wb") as fe:
@@ -195,8 +198,10 @@ def _collect(run: JobRun, out: Path, err: Path) -> None:
 
 
 def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], gpu: str,
-             logdir: Path, work: Path, static_share: float = 0.3) -> RunRecord:
-    """Runs `jobs` on their schedule (under a controller with `policy` unless None)."""
+             logdir: Path, work: Path, static_share: float = 0.3,
+             controller_env: dict[str, str] | None = None) -> RunRecord:
+    """Runs `jobs` on their schedule (under a controller with `policy` unless None;
+    `controller_env` adds to the controller's environment, e.g. TGS_LAS_THRESHOLDS)."""
     logdir.mkdir(parents=True, exist_ok=True)
     sim_state = work / f"sim-{scenario}-{label.replace(':', '-')}" if gpu == "sim" else None
     env = job_env(gpu, sim_state)
@@ -214,8 +219,9 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
         if policy is not None:
             state_base = Path(tempfile.mkdtemp(prefix="ctl-", dir=work))
             stack.callback(shutil.rmtree, state_base, True)
-            ctl = stack.enter_context(Controller(policy, state_base, env, gpu == "sim",
-                                                 static_share, logdir))
+            ctl = stack.enter_context(Controller(policy, state_base,
+                                                 {**env, **(controller_env or {})},
+                                                 gpu == "sim", static_share, logdir))
             client = ctl.start()
             stack.callback(client.close)
             for j in jobs:

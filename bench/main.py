@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import click
+from tgs.bench import las_compare
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
 from tgs.bench.scenarios import FULL, KEYS, POLICIES, QUICK
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
@@ -67,9 +68,12 @@ def _check_built(gpu: str) -> None:
               help="Also run the overhead and controller-cost benchmarks (default: on for the "
                    "full suite, off with --quick or filters).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--las/--no-las", "las", default=None,
+              help="Also run the LAS comparison (a stream of opportunistic jobs: las vs "
+                   "adaptive, mean/p95 JCT; default: on without filters).")
 def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu: str,
         use_torch: bool, out: Path | None, as_json: bool, micro: bool | None,
-        no_plots: bool) -> None:
+        no_plots: bool, las: bool | None) -> None:
     """Evaluate TGS policies on a (simulated) GPU: production vs solo, harvest, utilisation,
     reaction time, tail latency, weighted fairness."""
     try:
@@ -98,6 +102,12 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
     try:
         micro_out = run_micro() if (full if micro is None else micro) else None
         doc = run_suite(cfg, micro_out)
+        if (not scenarios and not policies) if las is None else las:
+            click.echo("LAS: a stream of opportunistic jobs, las vs adaptive", err=True)
+            las_doc = las_compare.run(list(las_compare.POLICIES), quick, out, mode)
+            with open(out / "results.md", "a") as f:
+                f.write("\n### Opportunistic jobs among themselves: las vs adaptive "
+                        "(tgs.bench.las_compare)\n\n" + las_doc["markdown"])
     except KeyboardInterrupt:
         click.echo("tgs-bench: interrupted; every process it started was stopped", err=True)
         sys.exit(130)

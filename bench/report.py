@@ -149,6 +149,10 @@ def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
     out["prod_vs_solo"] = _min(prod_ratio.values())
     out["prod_vs_solo_each"] = prod_ratio
     out["p99_vs_solo"] = _max(p99_ratio.values())
+    out["prod_lat_ms"] = {n: _lat(rec.jobs[n]) for n in prod}
+    for q in ("p50", "p999"):
+        out[f"{q}_vs_solo"] = _max(M.ratio(_lat(rec.jobs[n]).get(q, math.nan),
+                                           _lat(base.jobs[n]).get(q, math.nan)) for n in prod)
     if span == span and span > 0:
         opp_busy = {n: M.delta(rec.busy_of(n), w0, w1) for n in opp}
         out["gpu_util"] = M.delta(rec.device_busy, w0, w1) / span
@@ -166,10 +170,43 @@ def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
             out["fairness_max_dev"] = dev
     out["baseline_util"] = base_util
     opp_solo = res.solo[opp[0]].jobs[opp[0]].it_per_s if opp else 0.0
+    if policy == "tgs" and span == span and span > 0:
+        out["tgs"] = tgs_convergence(res, rec, prod, opp, (w0, w1), base_util)
     p, o = reactions(sc, rec, opp_solo)
     out["reaction"] = p
     out["opp_reaction"] = o
     return _rounded(out)
+
+
+def _lat(job: JobRun) -> dict[str, float]:
+    lat = (job.summary or {}).get("lat_ms", {})
+    return {q: float(lat[q]) for q in ("p50", "p99", "p999") if q in lat}
+
+
+def tgs_convergence(res: ScenarioResult, rec: RunRecord, prod: list[str], opp: list[str],
+                    window: tuple[float, float], base_util: float) -> dict[str, Any]:
+    """The TGS law's profiling and convergence times (from its notes: seconds after production
+    and opportunistic work met) and the metrics over the steady part of the window after it
+    converged (None when it never did)."""
+    note = (rec.policy_state or {}).get("0") or {}
+    started = float(note.get("started", math.nan))
+    prof, conv = float(note.get("profiled_s", -1)), float(note.get("converged_s", -1))
+    out: dict[str, Any] = {"profiled_s": prof if prof >= 0 else None,
+                           "converged_s": conv if conv >= 0 else None}
+    w0, w1 = window
+    if conv < 0 or started != started or started + conv >= w1 - 0.5:
+        return out
+    s0 = max(w0, started + conv)
+    span = w1 - s0
+    base = _baseline(res, prod)
+    out["steady_s"] = span
+    out["prod_vs_solo"] = _min([M.ratio(M.delta(rec.jobs[n].cumulative(), s0, w1) / span,
+                                        base.jobs[n].it_per_s) for n in prod])
+    busy = sum(M.delta(rec.busy_of(n), s0, w1) for n in opp)
+    out["harvest"] = M.harvest(busy, span, base_util)
+    out["opp_vs_solo"] = _mean([M.ratio(M.delta(rec.jobs[n].cumulative(), s0, w1) / span,
+                                        res.solo[n].jobs[n].it_per_s) for n in opp])
+    return out
 
 
 def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
@@ -180,6 +217,7 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
     out: dict[str, Any] = {
         "prod_it_per_s": {n: base.jobs[n].it_per_s for n in prod},
         "prod_p99_ms": {n: base.jobs[n].p99_ms for n in prod},
+        "prod_lat_ms": {n: _lat(base.jobs[n]) for n in prod},
         "gpu_util": M.delta(base.device_busy, b0, b1) / (b1 - b0) if b1 > b0 else None,
         "opp_solo_it_per_s": {j.name: res.solo[j.name].jobs[j.name].it_per_s
                               for j in sc.opportunistic if j.name in res.solo},
@@ -195,7 +233,9 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
 def summarise(results: list[ScenarioResult]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for r in results:
+        sc = next(iter(r.scenarios.values()))
         out[r.key] = {"title": r.title, "baseline": baseline_metrics(r),
+                      "latency": sc.latency,
                       "policies": {p: run_metrics(r, p) for p in r.runs}}
         if r.failed:
             out[r.key]["failed"] = r.failed
@@ -263,3 +303,42 @@ def markdown(summary: dict[str, Any]) -> str:
         for pol in s.get("failed", {}):
             lines.append(f"| {key} | {pol} (failed) |" + " - |" * (len(COLUMNS) - 2))
     return "\n".join(lines) + "\n"
+
+
+def latency_markdown(summary: dict[str, Any]) -> str:
+    """Request latency of the inference scenarios: ms, and x solo in parentheses."""
+    cols = ("scenario", "policy", "p50 ms", "p99 ms", "p99.9 ms", "served/offered", "harvest",
+            "opp/solo")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for key, s in summary.items():
+        if not s.get("latency"):
+            continue
+        base = next(iter(s["baseline"]["prod_lat_ms"].values()), {})
+        cells = " | ".join(_f(base.get(q)) for q in ("p50", "p99", "p999"))
+        lines.append(f"| {key} | solo | {cells} | 1.00 | - | - |")
+        for pol, m in s["policies"].items():
+            lat = next(iter(m.get("prod_lat_ms", {}).values()), {})
+            cells = [f"{_f(lat.get(q))} (x{_f(m.get(q + '_vs_solo'))})"
+                     for q in ("p50", "p99", "p999")]
+            lines.append(f"| {key} | {pol} | " + " | ".join(cells) +
+                         f" | {_f(m['prod_vs_solo'])} | {_f(m.get('harvest'))} | "
+                         f"{_f(m.get('opp_vs_solo'))} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
+
+
+def tgs_markdown(summary: dict[str, Any]) -> str:
+    """The TGS law's convergence and its steady state after it, per scenario."""
+    cols = ("scenario", "ran (s)", "profiled (s)", "converged (s)", "steady (s)",
+            "prod/solo", "harvest", "opp/solo")
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for key, s in summary.items():
+        m = s["policies"].get("tgs")
+        if not m or "tgs" not in m:
+            continue
+        t = m["tgs"]
+        one = "{:.1f}"
+        lines.append(f"| {key} | {_f(m['ran_s'], '{:.0f}')} | {_f(t.get('profiled_s'), one)} | "
+                     f"{_f(t.get('converged_s'), one)} | {_f(t.get('steady_s'), one)} | "
+                     f"{_f(t.get('prod_vs_solo'))} | {_f(t.get('harvest'))} | "
+                     f"{_f(t.get('opp_vs_solo'))} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""

@@ -1,4 +1,4 @@
-"""The evaluation scenarios (S1-S6): which jobs, when they start, how long they run.
+"""The evaluation scenarios (S1-S14): which jobs, when they start, how long they run.
 
 A scenario is data: jobs with a role (production or opportunistic), a weight, a workload
 (tgs-workload options, or the PyTorch loop on a real GPU) and a schedule (start offset and
@@ -30,6 +30,32 @@ LIGHT_GAP_MS, HEAVY_GAP_MS, PHASE_S = 4.0, 0.85, 5.0
 PROD_HALF = WorkloadSpec(kernels=2, kernel_us=1000, gap_ms=3.7)
 # S6: opportunistic kernels cost 4x more time per thread (same 0.5 ms per kernel).
 OPP_COSTLY = WorkloadSpec(kernels=10, kernel_us=125, gap_ms=0, cost_factor=4)
+# S7: run-ahead training: 4 x 1 ms kernels per iteration, 6 ms of host work per iteration
+# (data loading, Python), synchronizing every 10 iterations (.item() / logging), at most 3
+# iterations queued: the GPU idles ~2 ms of every 6 (~67 % duty) between synchronizes.
+RUN_AHEAD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=6, sync_every=10, ahead=3)
+# S8: S1's production with its kernels dealt over 2 streams, each synchronized in turn.
+MULTI_STREAM = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=1.7, streams=2)
+# S9: CUDA graph replay: S1's production and the opportunistic job, each iteration one graph.
+PROD_GRAPH = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=1.7, launch="graph", stream=True)
+OPP_GRAPH = WorkloadSpec(kernels=10, kernel_us=500, gap_ms=0, launch="graph", stream=True)
+# S10: kernel-duration mix (tgs-workload --kernel-mix: short kernels log-uniform 10-100 us, long
+# ones uniform 5-20 ms, one sequence per seed): production 48 short + 1 long, 8 ms host gap;
+# opportunistic 38 short + 2 long, no gap.
+PROD_MIX = WorkloadSpec(kernels=49, kernel_mix=1, gap_ms=8, seed=1)
+OPP_MIX = WorkloadSpec(kernels=40, kernel_mix=2, gap_ms=0, seed=2)
+# S11: opportunistic kernels (5 ms) all longer than production's gaps (1.7 ms).
+OPP_LONG = WorkloadSpec(kernels=4, kernel_us=5000, gap_ms=0)
+# S12-S14: inference: requests of 3 x 0.4 ms kernels arriving as a Poisson process at 30, 60,
+# 90 % of the server's capacity, next to the saturating training job.  A request costs its GPU
+# time plus REQUEST_OVERHEAD_S of launches and synchronize (measured on the simulator: alone, a
+# server of these requests saturates at ~706 requests/s, i.e. 1.42 ms each), so 90 % of the
+# GPU's *time* would be over capacity; the load is of the server: 90 % = 634 requests/s
+# (76 % of the GPU's time busy with its kernels).
+REQUEST = WorkloadSpec(kernels=3, kernel_us=400, gap_ms=0, seed=11)
+REQUEST_GPU_S = 3 * 400e-6
+REQUEST_OVERHEAD_S = 0.22e-3
+INFERENCE_LOADS = {"S12": 0.3, "S13": 0.6, "S14": 0.9}
 
 
 @dataclass
@@ -43,6 +69,7 @@ class JobDef:
     seconds: float
     weight: int = 1
     torch: bool = False         # run bench/torch_train.py instead (real GPU only)
+    iters: int | None = None    # a fixed amount of work (seconds is then its deadline)
 
     @property
     def production(self) -> bool:
@@ -57,6 +84,7 @@ class Scenario:
     reaction: str | None = None     # "phases" (S3) or "arrival" (S4): reaction time is measured
     phase_s: float = 0.0
     fairness: bool = False          # S2: weighted fairness among opportunistic jobs
+    latency: bool = False           # S12-S14: production is a server: request latency tails
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -86,13 +114,13 @@ def _pair(key: str, title: str, prod: WorkloadSpec, opp: WorkloadSpec, prod_s: f
     ])
 
 
-def s1(prod_s: float) -> Scenario:
+def s1(prod_s: float, lead: float = 1.0) -> Scenario:
     return _pair("S1", "production ~70 % duty + one saturating opportunistic job",
-                 PROD, OPP, prod_s)
+                 PROD, OPP, prod_s, lead, lead)
 
 
-def s2(prod_s: float) -> Scenario:
-    lead, tail = 1.0, 1.0
+def s2(prod_s: float, lead: float = 1.0) -> Scenario:
+    tail = lead
     jobs = [JobDef("prod", PRODUCTION, _spec(PROD, "prod"), lead, prod_s)]
     for name, w in (("opp-a", 1), ("opp-b", 1), ("opp-c", 2)):
         jobs.append(JobDef(name, OPPORTUNISTIC, _spec(OPP, name), 0.0, lead + prod_s + tail, w))
@@ -100,13 +128,12 @@ def s2(prod_s: float) -> Scenario:
                     fairness=True)
 
 
-def s3(phase_s: float, cycles: int) -> Scenario:
-    lead = 1.0
+def s3(phase_s: float, cycles: int, lead: float = 1.0) -> Scenario:
     phases = [(LIGHT_GAP_MS, phase_s), (HEAVY_GAP_MS, phase_s)]
     prod_s = 2 * cycles * phase_s
     return Scenario("S3", f"production alternating light/heavy every {phase_s:g} s", [
         JobDef("prod", PRODUCTION, _spec(PHASED, "prod", phases=phases), lead, prod_s),
-        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + 1.0),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + lead),
     ], reaction="phases", phase_s=phase_s)
 
 
@@ -117,19 +144,41 @@ def s4(before_s: float, prod_s: float, after_s: float) -> Scenario:
     ], reaction="arrival")
 
 
-def s5(prod_s: float) -> Scenario:
-    lead = 1.0
+def s5(prod_s: float, lead: float = 1.0) -> Scenario:
     return Scenario("S5", "two production jobs (~35 % duty each) + one opportunistic job", [
         JobDef("prod-a", PRODUCTION, _spec(PROD_HALF, "prod-a"), lead, prod_s),
         JobDef("prod-b", PRODUCTION, _spec(PROD_HALF, "prod-b"), lead, prod_s),
-        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + 1.0),
+        JobDef("opp", OPPORTUNISTIC, _spec(OPP, "opp"), 0.0, lead + prod_s + lead),
     ], notes=["production is compared with both production jobs running together without "
               "the opportunistic job (the controller does not arbitrate between them)"])
 
 
-def s6(prod_s: float) -> Scenario:
+def s6(prod_s: float, lead: float = 1.0) -> Scenario:
     return _pair("S6", "heterogeneous kernels: opportunistic 4x cost per thread",
-                 PROD, OPP_COSTLY, prod_s)
+                 PROD, OPP_COSTLY, prod_s, lead, lead)
+
+
+def inference(key: str, prod_s: float, lead: float = 1.0) -> Scenario:
+    load = INFERENCE_LOADS[key]
+    rps = round(load / (REQUEST_GPU_S + REQUEST_OVERHEAD_S), 1)
+    spec = dataclasses.replace(REQUEST, poisson_rps=rps)
+    sc = _pair(key, f"inference at {load:.0%} of capacity ({rps:g} requests/s of 3 x 0.4 ms) "
+               "+ saturating training", spec, OPP, prod_s, lead, lead)
+    sc.latency = True
+    return sc
+
+
+SHAPES = {
+    "S7": ("run-ahead training (sync every 10, 3 queued, ~67 % duty) + saturating", RUN_AHEAD,
+           OPP),
+    "S8": ("production on 2 streams (S1's shape) + saturating", MULTI_STREAM, OPP),
+    "S9": ("CUDA graph replay, production and opportunistic (S1's shapes)", PROD_GRAPH,
+           OPP_GRAPH),
+    "S10": ("kernel-duration mix: 10-100 us kernels and a few of 5-20 ms, both jobs",
+            PROD_MIX, OPP_MIX),
+    "S11": ("opportunistic kernels (5 ms) longer than production's gaps (1.7 ms)", PROD,
+            OPP_LONG),
+}
 
 
 @dataclass(frozen=True)
@@ -137,38 +186,70 @@ class Budget:
     """Durations (s) of one suite: --quick shrinks them."""
 
     prod_s: float = 10.0
-    tgs_prod_s: float = 40.0     # S1 and S6 under `tgs`: past its 25 s profiling
+    tgs_prod_s: float = 20.0     # `tgs` (not S3/S4): profiling + slow start take ~12-15 s
+    shape_s: float = 8.0         # S7-S14
     phase_s: float = PHASE_S
     cycles: int = 2
     s4: tuple[float, float, float] = (3.0, 8.0, 4.0)
     solo_s: float = 6.0
+    lead_s: float = 1.0          # opportunistic alone before production joins, and after
 
 
-QUICK = Budget(prod_s=2.5, tgs_prod_s=2.5, phase_s=1.5, cycles=1, s4=(1.0, 2.0, 1.5),
-               solo_s=2.0)
+QUICK = Budget(prod_s=1.5, tgs_prod_s=1.5, shape_s=1.5, phase_s=1.0, cycles=1,
+               s4=(1.0, 2.0, 1.5), solo_s=1.5, lead_s=0.5)
 FULL = Budget()
-KEYS = ("S1", "S2", "S3", "S4", "S5", "S6")
+KEYS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "S13",
+        "S14")
 
 
 def build(key: str, budget: Budget, policy: str | None) -> Scenario:
     """Scenario `key` for one policy (None: the solo baselines)."""
-    long_tgs = policy == "tgs" and key in ("S1", "S6")
+    long_tgs = policy == "tgs" and key not in ("S3", "S4")
     prod_s = budget.tgs_prod_s if long_tgs else budget.prod_s
+    shape_s = max(budget.shape_s, prod_s) if long_tgs else budget.shape_s
+    if key in SHAPES:
+        title, prod, opp = SHAPES[key]
+        return _pair(key, title, prod, opp, shape_s, budget.lead_s, budget.lead_s)
+    if key in INFERENCE_LOADS:
+        return inference(key, shape_s, budget.lead_s)
     if key == "S1":
-        return s1(prod_s)
+        return s1(prod_s, budget.lead_s)
     if key == "S2":
-        return s2(prod_s)
+        return s2(prod_s, budget.lead_s)
     if key == "S3":
-        return s3(budget.phase_s, budget.cycles)
+        return s3(budget.phase_s, budget.cycles, budget.lead_s)
     if key == "S4":
         return s4(*budget.s4)
     if key == "S5":
-        return s5(prod_s)
+        return s5(prod_s, budget.lead_s)
     if key == "S6":
-        return s6(prod_s)
+        return s6(prod_s, budget.lead_s)
     raise ValueError(f"unknown scenario {key!r} (known: {', '.join(KEYS)})")
 
 
 def use_torch(sc: Scenario) -> Scenario:
     """The same schedule with the PyTorch training loop as every job (real GPU)."""
     return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True) for j in sc.jobs])
+
+
+RUN_OVERHEAD_S = 1.5    # per run: controller and job start-up, margins (measured ~1.2 s)
+
+
+def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] = KEYS,
+               policies: list[str] | tuple[str, ...] = POLICIES) -> float:
+    """The suite's expected wall time: every scenario run plus its solo baselines (identical
+    jobs share one), each with RUN_OVERHEAD_S; the plan, not a measurement."""
+    total, solos = 0.0, set()
+    for key in keys:
+        for pol in policies:
+            total += build(key, budget, pol).length_s + RUN_OVERHEAD_S
+        base = build(key, budget, None)
+        for j in base.jobs:
+            seconds = j.seconds if j.spec.phases else min(j.seconds, budget.solo_s)
+            solo = (tuple(dataclasses.replace(j.spec, name="solo").argv()), seconds)
+            if solo not in solos:
+                solos.add(solo)
+                total += seconds + RUN_OVERHEAD_S
+        if len(base.production) > 1:
+            total += max(j.seconds for j in base.production) + RUN_OVERHEAD_S
+    return total

@@ -24,7 +24,7 @@ from typing import Any
 from tgs.bench import plots
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.overhead import cpu_model
-from tgs.bench.report import ScenarioResult, markdown, summarise
+from tgs.bench.report import ScenarioResult, latency_markdown, markdown, summarise, tgs_markdown
 from tgs.bench.scenarios import FULL, POLICIES, Budget, JobDef, Scenario, build, use_torch
 
 
@@ -164,6 +164,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     out = [f"Machine: nproc={m['nproc']}, CPU \"{m['cpu']}\", Python {m['python']}; "
            f"GPU: {doc['gpu']}{' (PyTorch jobs)' if doc['torch'] else ''}; "
            f"suite wall time {doc['wall_s']:.0f} s.", "", markdown(doc["scenarios"])]
+    lat = latency_markdown(doc["scenarios"])
+    if lat:
+        out += ["", "Inference (production = a server): request latency, ms (x solo)", "", lat]
+    tgs = tgs_markdown(doc["scenarios"])
+    if tgs:
+        out += ["", "`tgs`: profiling and convergence (s after production and opportunistic "
+                "work met) and the steady state after convergence", "", tgs]
     for key, s in doc["scenarios"].items():
         ran = ", ".join(f"{p} {m_['ran_s']:.0f} s" for p, m_ in s["policies"].items())
         out.append(f"- {key} ({s['title']}): runs {ran}; baselines "

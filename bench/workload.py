@@ -53,6 +53,12 @@ class WorkloadSpec:
     launch: str = "kernel"
     stream: bool = False
     priority: int | None = None
+    sync_every: int | None = None      # run-ahead: synchronize every N iterations
+    ahead: int | None = None           # at most K iterations queued
+    streams: int | None = None         # kernels dealt over S streams
+    kernel_mix: int | None = None      # long kernels per iteration (documented distribution)
+    poisson_rps: float | None = None   # inference: Poisson request arrivals per second
+    seed: int | None = None
     binary: Path | None = None
     extra_args: list[str] = field(default_factory=list)
 
@@ -92,6 +98,12 @@ class WorkloadSpec:
             ("--name", self.name),
             ("--cuda-version", self.cuda_version),
             ("--priority", self.priority),
+            ("--sync-every", self.sync_every),
+            ("--ahead", self.ahead),
+            ("--streams", self.streams),
+            ("--kernel-mix", self.kernel_mix),
+            ("--poisson-rps", self.poisson_rps),
+            ("--seed", self.seed),
         ]
         for flag, value in optional:
             if value is not None:

@@ -32,6 +32,16 @@ static const char wl_usage[] =
     "  --launch MODE          kernel (default) | ex | coop | graph\n"
     "  --stream               launch into a created stream (not the NULL stream)\n"
     "  --priority P           that stream's priority (implies --stream)\n"
+    "Shapes:\n"
+    "  --sync-every N         synchronize after every N iterations (run-ahead; default 1)\n"
+    "  --ahead K              at most K iterations queued ahead (events; needs --sync-every)\n"
+    "  --streams S            deal each iteration's kernels over S streams (1..16), each\n"
+    "                         synchronized in turn\n"
+    "  --kernel-mix L         L long kernels (5-20 ms) among K-L short ones (10-100 us,\n"
+    "                         log-uniform): one sequence drawn from --seed, replayed\n"
+    "  --poisson-rps R        inference: one request (K kernels + synchronize) per arrival of\n"
+    "                         a Poisson process of R requests/s; latency from arrival\n"
+    "  --seed N               seed of the kernel mix and the arrivals (default 1)\n"
     "  --print-ptx            print the kernel's PTX and exit\n"
     "  --help                 this text\n"
     "Output: JSON lines (start, progress, summary; error on failure, exit 1).\n";
@@ -40,7 +50,8 @@ enum {
     OPT_KERNELS = 256, OPT_KERNEL_US, OPT_THREADS, OPT_GRID, OPT_BLOCK, OPT_COST, OPT_GAP,
     OPT_MEM, OPT_CHUNK, OPT_ITERS, OPT_SECONDS, OPT_WARMUP, OPT_REPORT, OPT_DEVICE, OPT_NAME,
     OPT_RESOLVE, OPT_CUDA_VERSION, OPT_PER_THREAD, OPT_LAUNCH, OPT_STREAM, OPT_PRIORITY,
-    OPT_PRINT_PTX, OPT_PHASES, OPT_HELP
+    OPT_PRINT_PTX, OPT_PHASES, OPT_SYNC_EVERY, OPT_AHEAD, OPT_STREAMS, OPT_MIX, OPT_POISSON,
+    OPT_SEED, OPT_HELP
 };
 
 static const struct option wl_options[] = {
@@ -67,6 +78,12 @@ static const struct option wl_options[] = {
     {"priority", required_argument, NULL, OPT_PRIORITY},
     {"print-ptx", no_argument, NULL, OPT_PRINT_PTX},
     {"phases", required_argument, NULL, OPT_PHASES},
+    {"sync-every", required_argument, NULL, OPT_SYNC_EVERY},
+    {"ahead", required_argument, NULL, OPT_AHEAD},
+    {"streams", required_argument, NULL, OPT_STREAMS},
+    {"kernel-mix", required_argument, NULL, OPT_MIX},
+    {"poisson-rps", required_argument, NULL, OPT_POISSON},
+    {"seed", required_argument, NULL, OPT_SEED},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -215,6 +232,9 @@ static void wl_defaults(struct wl_config *c)
     c->seconds = 5.0;
     c->name = "workload";
     c->warmup = 1;
+    c->sync_every = 1;
+    c->streams = 1;
+    c->seed = 1;
 }
 
 /* Applies one option; returns 1 for --print-ptx. */
@@ -266,6 +286,12 @@ static int wl_apply(struct wl_config *c, int opt, const char *arg, const char *o
         else wl_usage_error("--launch wants kernel, ex, coop or graph (got '%s')%s", arg, "");
         break;
     case OPT_PHASES: wl_phases(c, oname, arg); break;
+    case OPT_SYNC_EVERY: c->sync_every = (unsigned)wl_uint(oname, arg, 1, 1000000); break;
+    case OPT_AHEAD: c->ahead = (unsigned)wl_uint(oname, arg, 1, 1024); break;
+    case OPT_STREAMS: c->streams = (unsigned)wl_uint(oname, arg, 1, WL_MAX_STREAMS); break;
+    case OPT_MIX: c->mix_long = (unsigned)wl_uint(oname, arg, 0, 100000); break;
+    case OPT_POISSON: c->poisson_rps = wl_num(oname, arg, 0.0, 1, 1e6); break;
+    case OPT_SEED: c->seed = wl_uint(oname, arg, 0, 18446744073709551615ULL); break;
     case OPT_PRINT_PTX: return 1;
     default: break;
     }
@@ -296,6 +322,18 @@ int wl_parse_args(int argc, char **argv, struct wl_config *cfg)
         wl_usage_error("give --iters or --seconds, not both%s%s", "", "");
     if (seen_iters)
         cfg->seconds = 0.0;
+    if (cfg->ahead && cfg->sync_every < 2)
+        wl_usage_error("--ahead needs --sync-every 2 or more%s%s", "", "");
+    if (cfg->mix_long && cfg->mix_long * 2 > cfg->kernels)
+        wl_usage_error("--kernel-mix wants at most half of --kernels long%s%s", "", "");
+    if (cfg->mix_long && cfg->launch == WL_LAUNCH_COOP)
+        wl_usage_error("--kernel-mix with --launch coop is not supported%s%s", "", "");
+    if (cfg->streams > 1 && cfg->launch == WL_LAUNCH_GRAPH)
+        wl_usage_error("--streams > 1 with --launch graph: a graph replay is one launch%s%s",
+                       "", "");
+    if (cfg->poisson_rps > 0 && (cfg->sync_every > 1 || cfg->nphases))
+        wl_usage_error("--poisson-rps serves each request at once: no --sync-every or "
+                       "--phases%s%s", "", "");
     if (cfg->alloc_chunk && !cfg->mem_bytes)
         wl_usage_error("--alloc-chunk needs --mem%s%s", "", "");
     if (cfg->alloc_chunk && cfg->mem_bytes / cfg->alloc_chunk >= 1000000)

@@ -4,6 +4,7 @@
  * cuGraphLaunch, some libraries launch cooperatively).
  */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "workload.h"
@@ -36,11 +37,11 @@ static void wl_graph_build(struct wl_run *run)
         CUDA_KERNEL_NODE_PARAMS_v2 p;
         memset(&p, 0, sizeof p);
         p.func = l->fn;
-        p.gridDimX = run->geo.grid;
+        p.gridDimX = l->kernels[k].grid;
         p.gridDimY = p.gridDimZ = 1;
-        p.blockDimX = run->geo.block;
+        p.blockDimX = l->kernels[k].block;
         p.blockDimY = p.blockDimZ = 1;
-        p.kernelParams = l->params;
+        p.kernelParams = l->kernels[k].params;
         if (v2) {
             WL_CU(run, graph_add_kernel_node_v2, &node, l->graph, &prev, ndeps, &p);
         } else {
@@ -58,18 +59,73 @@ _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v1) <= sizeof(CUDA_KERNEL_NODE_PAR
                        offsetof(CUDA_KERNEL_NODE_PARAMS_v2, extra),
                "kernel node params v1 is a prefix of v2");
 
-void wl_launch_setup(struct wl_run *run)
+/* Per-kernel geometry: every kernel as --kernel-us, or the --kernel-mix sequence. */
+static void wl_kernels_plan(struct wl_run *run)
 {
     struct wl_launcher *l = &run->launcher;
-    l->spin_ns = run->geo.spin_ns;
-    l->params[0] = &l->spin_ns;
-    l->stream = NULL;
-    if (run->cfg.use_stream) {
-        wl_need(run, (const void *)run->drv.stream_create_with_priority,
-                "cuStreamCreateWithPriority");
-        WL_CU(run, stream_create_with_priority, &l->stream, CU_STREAM_DEFAULT,
-              run->cfg.priority);
+    unsigned k = run->cfg.kernels;
+    double *us = calloc(k, sizeof *us);
+    l->kernels = calloc(k, sizeof *l->kernels);
+    if (!us || !l->kernels)
+        wl_die(run, "out of host memory for %u kernels", k);
+    wl_mix_plan(&run->cfg, us);
+    for (unsigned i = 0; i < k; i++) {
+        struct wl_kernel *kn = &l->kernels[i];
+        struct wl_geometry g = run->geo;
+        if (run->cfg.mix_long) {
+            char err[256];
+            struct wl_config c = run->cfg;
+            c.kernel_us = us[i];
+            if (wl_geometry_plan(&c, &run->devinfo, run->ns_per_thread, &g, err, sizeof err))
+                wl_die(run, "%s", err);
+        }
+        kn->grid = g.grid;
+        kn->block = g.block;
+        kn->spin_ns = g.spin_ns;
+        kn->params[0] = &kn->spin_ns;
+        kn->us = us[i];
     }
+    free(us);
+}
+
+static void wl_streams_setup(struct wl_run *run)
+{
+    struct wl_launcher *l = &run->launcher;
+    unsigned n = run->cfg.streams > 1 ? run->cfg.streams : 1;
+    l->nstreams = n;
+    l->stream = NULL;
+    if (!run->cfg.use_stream && n == 1)
+        return;
+    wl_need(run, (const void *)run->drv.stream_create_with_priority,
+            "cuStreamCreateWithPriority");
+    for (unsigned i = 0; i < n; i++)
+        WL_CU(run, stream_create_with_priority, &l->streams[i], CU_STREAM_DEFAULT,
+              run->cfg.priority);
+    l->stream = l->streams[0];
+    if (n > 1)
+        wl_need(run, (const void *)run->drv.stream_synchronize, "cuStreamSynchronize");
+}
+
+static void wl_ahead_setup(struct wl_run *run)
+{
+    struct wl_launcher *l = &run->launcher;
+    if (!run->cfg.ahead)
+        return;
+    wl_need(run, (const void *)run->drv.event_create, "cuEventCreate");
+    wl_need(run, (const void *)run->drv.event_record, "cuEventRecord");
+    wl_need(run, (const void *)run->drv.event_synchronize, "cuEventSynchronize");
+    l->ahead_events = calloc(run->cfg.ahead, sizeof *l->ahead_events);
+    if (!l->ahead_events)
+        wl_die(run, "out of host memory for %u events", run->cfg.ahead);
+    for (unsigned i = 0; i < run->cfg.ahead; i++)
+        WL_CU(run, event_create, &l->ahead_events[i], 0);
+}
+
+void wl_launch_setup(struct wl_run *run)
+{
+    wl_kernels_plan(run);
+    wl_streams_setup(run);
+    wl_ahead_setup(run);
     switch (run->cfg.launch) {
     case WL_LAUNCH_KERNEL:
         wl_need(run, (const void *)run->drv.launch_kernel, "cuLaunchKernel");
@@ -87,19 +143,42 @@ void wl_launch_setup(struct wl_run *run)
     }
 }
 
+uint64_t wl_iteration_work(const struct wl_run *run)
+{
+    uint64_t w = 0;
+    for (unsigned k = 0; k < run->cfg.kernels; k++)
+        w += (uint64_t)run->launcher.kernels[k].grid * run->launcher.kernels[k].block;
+    return w;
+}
+
+void wl_ahead_mark(struct wl_run *run, uint64_t iter)
+{
+    struct wl_launcher *l = &run->launcher;
+    if (!run->cfg.ahead)
+        return;
+    CUevent ev = l->ahead_events[iter % run->cfg.ahead];
+    if (iter >= run->cfg.ahead)       /* iteration iter - K must be done first */
+        WL_CU(run, event_synchronize, ev);
+    WL_CU(run, event_record, ev, l->streams[l->nstreams - 1] ? l->streams[l->nstreams - 1]
+                                                              : l->stream);
+}
+
 void wl_launch_iteration(struct wl_run *run)
 {
     struct wl_launcher *l = &run->launcher;
-    unsigned g = run->geo.grid, b = run->geo.block;
 
     if (run->cfg.launch == WL_LAUNCH_GRAPH) {
         WL_CU(run, graph_launch, l->exec, l->stream);
         return;
     }
     for (unsigned k = 0; k < run->cfg.kernels; k++) {
+        const struct wl_kernel *kn = &l->kernels[k];
+        unsigned g = kn->grid, b = kn->block;
+        CUstream s = l->nstreams > 1 ? l->streams[k % l->nstreams] : l->stream;
+        void **params = l->kernels[k].params;
         switch (run->cfg.launch) {
         case WL_LAUNCH_KERNEL:
-            WL_CU(run, launch_kernel, l->fn, g, 1, 1, b, 1, 1, 0, l->stream, l->params, NULL);
+            WL_CU(run, launch_kernel, l->fn, g, 1, 1, b, 1, 1, 0, s, params, NULL);
             break;
         case WL_LAUNCH_EX: {
             CUlaunchConfig c;
@@ -108,13 +187,12 @@ void wl_launch_iteration(struct wl_run *run)
             c.gridDimY = c.gridDimZ = 1;
             c.blockDimX = b;
             c.blockDimY = c.blockDimZ = 1;
-            c.hStream = l->stream;
-            WL_CU(run, launch_kernel_ex, &c, l->fn, l->params, NULL);
+            c.hStream = s;
+            WL_CU(run, launch_kernel_ex, &c, l->fn, params, NULL);
             break;
         }
         case WL_LAUNCH_COOP:
-            WL_CU(run, launch_cooperative_kernel, l->fn, g, 1, 1, b, 1, 1, 0, l->stream,
-                  l->params);
+            WL_CU(run, launch_cooperative_kernel, l->fn, g, 1, 1, b, 1, 1, 0, s, params);
             break;
         case WL_LAUNCH_GRAPH:
             break;
@@ -124,10 +202,15 @@ void wl_launch_iteration(struct wl_run *run)
 
 void wl_synchronize(struct wl_run *run)
 {
-    if (run->drv.ctx_synchronize_v2)
+    struct wl_launcher *l = &run->launcher;
+    if (l->nstreams > 1) {
+        for (unsigned i = 0; i < l->nstreams; i++)
+            WL_CU(run, stream_synchronize, l->streams[i]);
+    } else if (run->drv.ctx_synchronize_v2) {
         WL_CU(run, ctx_synchronize_v2, run->ctx);
-    else
+    } else {
         WL_CU(run, ctx_synchronize);
+    }
 }
 
 void wl_launch_teardown(struct wl_run *run)
@@ -137,8 +220,19 @@ void wl_launch_teardown(struct wl_run *run)
         WL_CU(run, graph_exec_destroy, l->exec);
     if (l->graph)
         WL_CU(run, graph_destroy, l->graph);
-    if (l->stream && run->drv.stream_destroy)
-        WL_CU(run, stream_destroy, l->stream);
+    for (unsigned i = 0; i < WL_MAX_STREAMS; i++) {
+        if (l->streams[i] && run->drv.stream_destroy)
+            WL_CU(run, stream_destroy, l->streams[i]);
+        l->streams[i] = NULL;
+    }
+    for (unsigned i = 0; l->ahead_events && i < run->cfg.ahead; i++) {
+        if (l->ahead_events[i] && run->drv.event_destroy)
+            WL_CU(run, event_destroy, l->ahead_events[i]);
+    }
+    free(l->ahead_events);
+    free(l->kernels);
+    l->ahead_events = NULL;
+    l->kernels = NULL;
     l->exec = NULL;
     l->graph = NULL;
     l->stream = NULL;

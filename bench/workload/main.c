@@ -113,6 +113,12 @@ static void wl_start_line(const struct wl_run *run, double ns_per_thread)
     wl_json_int(&j, "priority", c->priority);
     wl_json_bool(&j, "per_thread", c->per_thread);
     wl_json_int(&j, "cuda_version", c->cuda_version);
+    wl_json_uint(&j, "sync_every", c->sync_every);
+    wl_json_uint(&j, "ahead", c->ahead);
+    wl_json_uint(&j, "streams", c->streams);
+    wl_json_uint(&j, "kernel_mix", c->mix_long);
+    wl_json_num(&j, "poisson_rps", c->poisson_rps);
+    wl_json_uint(&j, "seed", c->seed);
     wl_json_obj_end(&j);
     wl_json_obj_begin(&j, "geometry");
     wl_json_uint(&j, "grid", run->geo.grid);
@@ -122,6 +128,14 @@ static void wl_start_line(const struct wl_run *run, double ns_per_thread)
     wl_json_num(&j, "sim_cost", run->geo.sim_cost);
     wl_json_bool(&j, "clamped", run->geo.clamped);
     wl_json_num(&j, "ns_per_thread", ns_per_thread);
+    double iter_us = 0.0, longest = 0.0;
+    for (unsigned k = 0; k < c->kernels; k++) {
+        iter_us += run->launcher.kernels[k].us;
+        if (run->launcher.kernels[k].us > longest)
+            longest = run->launcher.kernels[k].us;
+    }
+    wl_json_num(&j, "iteration_gpu_us", iter_us);
+    wl_json_num(&j, "longest_kernel_us", longest);
     wl_json_obj_end(&j);
     wl_json_obj_begin(&j, "mem");
     wl_json_uint(&j, "bytes", run->mem.bytes);
@@ -145,6 +159,7 @@ int main(int argc, char **argv)
         return 0;
     }
     double ns_per_thread = wl_ns_per_thread();
+    run.ns_per_thread = ns_per_thread;
     wl_loop_install_signals();
     wl_resolve_driver(&run, &run.drv);
     wl_device_setup(&run);

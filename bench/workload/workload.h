@@ -48,6 +48,13 @@ struct wl_config {
         double gap_ms;
         double seconds;
     } phases[WL_MAX_PHASES];
+    /* Shapes (shapes.c documents them) */
+    unsigned sync_every;     /* synchronize after every N iterations (run-ahead; default 1) */
+    unsigned ahead;          /* at most K iterations queued (0 = sync_every bounds it) */
+    unsigned streams;        /* kernels dealt round-robin over S streams (default 1) */
+    unsigned mix_long;       /* --kernel-mix: long kernels per iteration (0 = off) */
+    double poisson_rps;      /* --poisson-rps: requests arrive at this mean rate (0 = off) */
+    uint64_t seed;           /* kernel mix and arrivals */
 };
 
 /* Parses argv.  Returns 1 for --print-ptx, else 0; exits 0 after --help and
@@ -75,6 +82,10 @@ int wl_parse_size(const char *text, uint64_t *out);
     X(stream_create_with_priority, cuStreamCreateWithPriority) \
     X(stream_destroy, cuStreamDestroy_v2) \
     X(stream_synchronize, cuStreamSynchronize) \
+    X(event_create, cuEventCreate) \
+    X(event_record, cuEventRecord) \
+    X(event_synchronize, cuEventSynchronize) \
+    X(event_destroy, cuEventDestroy_v2) \
     X(module_load_data, cuModuleLoadData) \
     X(module_get_function, cuModuleGetFunction) \
     X(module_unload, cuModuleUnload) \
@@ -175,14 +186,36 @@ struct wl_footprint {
     size_t total;
 };
 
+/* ---- shapes.c: kernel-duration mix and request arrivals ---- */
+#define WL_MAX_STREAMS 16
+#define WL_MIX_SHORT_US_MIN 10.0
+#define WL_MIX_SHORT_US_MAX 100.0
+#define WL_MIX_LONG_US_MIN 5000.0
+#define WL_MIX_LONG_US_MAX 20000.0
+/* Deterministic generator (splitmix64), state owned by the caller. */
+double wl_rand01(uint64_t *state);
+/* Kernel k's duration (us) of the iteration's fixed sequence: cfg->kernel_us without a mix. */
+void wl_mix_plan(const struct wl_config *cfg, double *kernel_us);
+/* The next Poisson arrival after t (s): exponential inter-arrival time at cfg->poisson_rps. */
+double wl_next_arrival(const struct wl_config *cfg, uint64_t *state, double t);
+
 /* ---- launch.c: one iteration's kernels ---- */
+struct wl_kernel {
+    unsigned grid;
+    unsigned block;
+    uint64_t spin_ns;             /* the kernel's argument (stable address: graph nodes) */
+    void *params[1];
+    double us;                    /* nominal duration */
+};
 struct wl_launcher {
     CUfunction fn;
-    CUstream stream;
+    CUstream stream;              /* the first of `streams` (NULL stream when streams == 1) */
+    CUstream streams[WL_MAX_STREAMS];
+    unsigned nstreams;
     CUgraph graph;
     CUgraphExec exec;
-    uint64_t spin_ns;
-    void *params[1];
+    struct wl_kernel *kernels;    /* cfg.kernels entries */
+    CUevent *ahead_events;        /* --ahead ring (cfg.ahead entries) */
 };
 
 /* ---- loop.c: warm-up, iterations, progress and summary lines ---- */
@@ -190,6 +223,9 @@ struct wl_counts {
     uint64_t kernels;             /* launched, warm-up included */
     uint64_t work;                /* work units (threads) launched, warm-up included */
     uint64_t warmup_iters;
+    uint64_t launched;            /* iterations launched in this phase (sync/ahead count) */
+    uint64_t iter_work;           /* work units of one iteration */
+    double request_us;            /* nominal GPU time of one iteration */
 };
 void wl_loop_install_signals(void);
 void wl_loop_run(struct wl_run *run);
@@ -205,6 +241,7 @@ struct wl_run {
     CUdevice dev;
     CUcontext ctx;
     CUmodule module;
+    double ns_per_thread;         /* the simulator's cost of one thread */
     char device_name[256];
 };
 
@@ -227,8 +264,13 @@ void wl_mem_release(struct wl_run *run);
 void wl_launch_setup(struct wl_run *run);
 void wl_launch_iteration(struct wl_run *run);
 void wl_launch_teardown(struct wl_run *run);
-/* Waits for the iteration's work (context synchronize, like a training step). */
+/* Waits for the iteration's work: context synchronize with one stream, else each stream's
+ * synchronize in turn (as a multi-stream framework waits on its streams). */
 void wl_synchronize(struct wl_run *run);
+/* --ahead: records iteration i's end and waits for iteration i - K's. */
+void wl_ahead_mark(struct wl_run *run, uint64_t iter);
+/* Work units (threads) and kernels one iteration launches. */
+uint64_t wl_iteration_work(const struct wl_run *run);
 
 /* Human names of the slots' calls, for error messages (wl_call_name_<slot>). */
 #define WL_CALL_NAME(slot, type_sym) static const char wl_call_name_##slot[] __attribute__((unused)) = #type_sym;

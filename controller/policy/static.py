@@ -1,16 +1,42 @@
 """`static`: a fixed share per opportunistic job, as HAMi-core's SM limit does.
 
-rate = share x the job's own solo work rate estimate (its peak observed rate
-while unthrottled), no gate, no in-flight cap.  Until a job has been measured
-for WARMUP_S it runs unlimited, so the estimate is a solo-ish one.
+rate = share x the job's peak work rate, no gate, no in-flight cap.  The peak must be measured
+fairly (it is a baseline): a job's first second after it attached is framework start-up and
+never counts; after WARMUP_S the job runs unlimited for MEASURE_PERIODS periods every
+REFRESH_S (MEASURE_PERIODS / (REFRESH_S / period) of its time, 5 % at 50 ms), and each such
+burst, after its first period (the token bucket's backlog drains), is one sample: its mean rate.
+Any other period in which the job was not held by its limit (throttled under 5 %) is a sample
+too.  The peak is the largest sample of the last HORIZON_S, so a job that speeds up after its
+start-up, or that ran alone within the horizon, is limited to its share of what it can do.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass, field
+
 from .base import OPPORTUNISTIC, PRODUCTION_DECISION, Decision, DeviceSignals, JobSignals, Policy
 
-WARMUP_S = 1.0
+WARMUP_S = 1.0            # after attaching: start-up, not measured
+REFRESH_S = 3.0           # an unlimited measurement burst this often
+MEASURE_PERIODS = 3       # periods per burst (the first is not counted)
+HORIZON_S = 10.0          # the peak is the largest sample this recent
 THROTTLED = 0.05
+
+
+@dataclass
+class _Job:
+    first: float
+    samples: deque = field(default_factory=deque)   # (time, rate)
+    next_measure: float = 0.0
+    measuring: int = 0        # periods left in the current burst
+    acc: float = 0.0          # work in the burst's counted periods
+    acc_t: float = 0.0
+
+    def peak(self, now: float) -> float:
+        while self.samples and self.samples[0][0] < now - HORIZON_S:
+            self.samples.popleft()
+        return max((r for _, r in self.samples), default=0.0)
 
 
 class StaticPolicy(Policy):
@@ -21,12 +47,10 @@ class StaticPolicy(Policy):
         if not 0 < share <= 1:
             raise ValueError(f"static share must be in (0, 1], got {share}")
         self.share = share
-        self.peak: dict[str, float] = {}
-        self.first_seen: dict[str, float] = {}
+        self.jobs: dict[str, _Job] = {}
 
     def forget(self, name: str) -> None:
-        self.peak.pop(name, None)
-        self.first_seen.pop(name, None)
+        self.jobs.pop(name, None)
 
     def decide(self, now: float, dt: float, devices: dict[int, DeviceSignals],
                jobs: list[JobSignals]) -> dict[str, Decision]:
@@ -36,14 +60,31 @@ class StaticPolicy(Policy):
                 out[j.name] = PRODUCTION_DECISION
                 continue
             if j.nproc == 0:
+                self.jobs.pop(j.name, None)
                 out[j.name] = Decision(reason="static")
                 continue
-            first = self.first_seen.setdefault(j.name, now)
-            if j.throttled_frac <= THROTTLED:
-                self.peak[j.name] = max(self.peak.get(j.name, 0.0), j.work_rate)
-            peak = self.peak.get(j.name, 0.0)
-            if now - first < WARMUP_S or peak <= 0:
-                out[j.name] = Decision(reason="static-warmup")
-            else:
-                out[j.name] = Decision(rate=max(1.0, self.share * peak), reason="static")
+            st = self.jobs.setdefault(j.name, _Job(first=now, next_measure=now + WARMUP_S))
+            out[j.name] = self._one(st, j, now, dt)
         return out
+
+    def _one(self, st: _Job, j: JobSignals, now: float, dt: float) -> Decision:
+        if now - st.first < WARMUP_S:
+            return Decision(reason="static-warmup")
+        if st.measuring:                      # the last period ran unlimited
+            if st.measuring < MEASURE_PERIODS:
+                st.acc += j.work_rate * dt
+                st.acc_t += dt
+            st.measuring -= 1
+            if st.measuring == 0 and st.acc_t > 0:
+                st.samples.append((now, st.acc / st.acc_t))
+        elif j.throttled_frac <= THROTTLED and j.work_rate > 0:
+            st.samples.append((now, j.work_rate))
+        if not st.measuring and now >= st.next_measure:
+            st.measuring, st.acc, st.acc_t = MEASURE_PERIODS, 0.0, 0.0
+            st.next_measure = now + REFRESH_S
+        if st.measuring:
+            return Decision(reason="static-measure")
+        peak = st.peak(now)
+        if peak <= 0:
+            return Decision(reason="static-warmup")
+        return Decision(rate=max(1.0, self.share * peak), reason="static")

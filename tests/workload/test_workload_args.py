@@ -126,3 +126,32 @@ def test_linked_binary_has_no_rpath(workload_bin: Path) -> None:
                          timeout=20).stdout
     assert "libcuda.so.1" in dyn
     assert "RPATH" not in dyn and "RUNPATH" not in dyn
+
+
+@pytest.mark.parametrize(
+    ("args", "mentions"),
+    [
+        (["--sync-every", "0"], "--sync-every"),
+        (["--ahead", "2"], "--ahead needs --sync-every"),
+        (["--streams", "17"], "--streams"),
+        (["--streams", "2", "--launch", "graph"], "one launch"),
+        (["--kernels", "4", "--kernel-mix", "3"], "at most half"),
+        (["--kernels", "4", "--kernel-mix", "1", "--launch", "coop"], "--kernel-mix"),
+        (["--poisson-rps", "0"], "--poisson-rps"),
+        (["--poisson-rps", "10", "--sync-every", "4"], "--poisson-rps"),
+        (["--seed", "-3"], "--seed"),
+    ],
+)
+def test_shape_usage_errors(workload_bin: Path, args: list[str], mentions: str) -> None:
+    res = _run(workload_bin, *args)
+    assert res.returncode == 2, res
+    assert mentions in res.stderr
+
+
+def test_shape_options_reach_the_command_line() -> None:
+    argv = WorkloadSpec(sync_every=10, ahead=3, streams=2, kernel_mix=1, poisson_rps=50.0,
+                        seed=7).argv()
+    for flag, value in (("--sync-every", "10"), ("--ahead", "3"), ("--streams", "2"),
+                        ("--kernel-mix", "1"), ("--poisson-rps", "50.0"), ("--seed", "7")):
+        assert argv[argv.index(flag) + 1] == value
+    assert "--sync-every" not in WorkloadSpec().argv()

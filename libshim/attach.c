@@ -1,9 +1,11 @@
 /*
  * libshim/attach.c: mapping the job segment and owning a slot.
  *
- * Lazily on the first hooked call that needs it, a process maps TGS_SEGMENT,
- * validates it and claims a free slot by taking the slot's OFD lock (held for
- * the life of the process; the kernel drops it when we die).  Any failure
+ * Lazily on the first hooked call that needs it, a process maps the job's
+ * control segment (TGS_CTL, read-only), the job segment (TGS_SEGMENT) and its
+ * job's publish page (TGS_PUB), validates them and claims a free slot by
+ * taking the slot's OFD lock (held for the life of the process; the kernel
+ * drops it when we die); it then reclaims every other dead slot.  Any failure
  * leaves the process unattached: one stderr line, then pass-through (or the
  * static TGS_MEM_LIMIT).  A forked child drops the inherited slot and
  * attaches again on first use.
@@ -36,6 +38,14 @@ void tgs_ofd_unlock(int fd, int byte)
     (void)fcntl(fd, F_OFD_SETLK, &fl);
 }
 
+int tgs_ofd_held(int fd, int byte)
+{
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return 1; /* unknown: assume alive (never steal on doubt) */
+    return fl.l_type != F_UNLCK;
+}
+
 void tgs_heartbeat(void)
 {
     struct tgs_slot *s = tgs_slot();
@@ -43,53 +53,113 @@ void tgs_heartbeat(void)
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
 }
 
-static const char *validate(const struct tgs_seg_header *h, uint64_t size)
+static const char *validate_ident(const struct tgs_ident *id, uint64_t magic, uint32_t hsize,
+                                  uint32_t ssize, uint64_t size)
 {
     static char why[160];
-    if (h->magic != TGS_SEG_MAGIC)
-        return "bad magic (not a TGS segment)";
-    if (h->version != TGS_SEG_VERSION) {
-        snprintf(why, sizeof(why), "version %u, this shim understands %u", h->version,
+    if (id->magic != magic)
+        return "bad magic (not a TGS file of this kind)";
+    if (id->version != TGS_SEG_VERSION) {
+        snprintf(why, sizeof(why), "version %u, this shim understands %u", id->version,
                  TGS_SEG_VERSION);
         return why;
     }
-    if (h->header_size != sizeof(struct tgs_seg_header) ||
-        h->slot_size != sizeof(struct tgs_slot) || h->lanes != TGS_SEG_LANES)
+    if (id->header_size != hsize || id->slot_size != ssize || id->lanes != TGS_SEG_LANES)
         return "layout mismatch (header/slot size or lanes)";
-    if (h->nslots < 1 || h->nslots > TGS_SEG_MAX_SLOTS)
+    if (id->nslots < 1 || id->nslots > TGS_SEG_MAX_SLOTS)
         return "nslots out of range";
-    if (h->total_size != sizeof(struct tgs_seg_header) + (uint64_t)h->nslots * sizeof(struct tgs_slot))
+    if (id->total_size != hsize + (uint64_t)id->nslots * ssize)
         return "total_size does not match nslots";
-    if (h->total_size != size)
+    if (id->total_size != size)
         return "file size differs from total_size (truncated?)";
     return NULL;
 }
 
-static void map_device_segment(const char *seg_path, int32_t index)
+/* Map a whole regular file; *why says what failed. */
+static void *map_file(const char *path, int flags, int prot, size_t min, int *fd_out,
+                      size_t *size_out, const char **why)
 {
-    char dir[4096], path[4200];
-    snprintf(dir, sizeof(dir), "%s", seg_path);
-    snprintf(path, sizeof(path), "%s/device-%d.seg", dirname(dir), (int)index);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return; /* only gating needs it: reported when a gate flag asks for it */
+    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return NULL;
+    }
     struct stat st;
     void *p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(struct tgs_dev_segment))
-        p = mmap(NULL, sizeof(struct tgs_dev_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return;
-    struct tgs_dev_segment *d = p;
-    if (d->magic != TGS_DEV_MAGIC || d->version != TGS_DEV_VERSION ||
-        d->size != sizeof(struct tgs_dev_segment)) {
-        munmap(p, sizeof(*d));
-        return;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        *why = "not a regular file";
+    else if (st.st_size < (off_t)min)
+        *why = "file smaller than its header (truncated?)";
+    else if ((p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        *why = strerror(errno);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return NULL;
     }
-    tgs_g.dev = d;
+    *size_out = (size_t)st.st_size;
+    if (fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
+    return p;
 }
 
-static void fill_slot(struct tgs_slot *s, const struct tgs_seg_header *h)
+/* The path next to the segment: TGS_SEGMENT's directory + "/" + leaf. */
+static void beside_segment(char *out, size_t cap, const char *leaf)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", tgs_g.opt.segment_path);
+    snprintf(out, cap, "%s/%s", dirname(dir), leaf);
+}
+
+static void ctl_path(char *out, size_t cap)
+{
+    const char *seg = tgs_g.opt.segment_path;
+    if (tgs_g.opt.ctl_path[0]) {
+        snprintf(out, cap, "%s", tgs_g.opt.ctl_path);
+        return;
+    }
+    size_t n = strlen(seg);
+    if (n > 4 && strcmp(seg + n - 4, ".seg") == 0)
+        snprintf(out, cap, "%.*s.ctl", (int)(n - 4), seg);
+    else
+        snprintf(out, cap, "%s.ctl", seg);
+}
+
+/* Our own publish page (read-write): production's busy count and gaps, an
+ * opportunistic job's gap claim.  Missing or invalid: no publishing. */
+static void map_own_pub(const struct tgs_ctl_header *c)
+{
+    char path[4200];
+    if (tgs_g.opt.pub_path[0])
+        snprintf(path, sizeof(path), "%s", tgs_g.opt.pub_path);
+    else if (tgs_g.opt.pub_dir[0])
+        snprintf(path, sizeof(path), "%s/%.64s.pub", tgs_g.opt.pub_dir, c->id.job_name);
+    else {
+        char leaf[96];
+        snprintf(leaf, sizeof(leaf), "pub/%.64s.pub", c->id.job_name);
+        beside_segment(path, sizeof(path), leaf);
+    }
+    const char *why = NULL;
+    size_t size = 0;
+    struct tgs_pub *p = map_file(path, O_RDWR, PROT_READ | PROT_WRITE, sizeof(struct tgs_pub),
+                                 NULL, &size, &why);
+    if (p && (size != sizeof(*p) || p->magic != TGS_PUB_MAGIC || p->version != TGS_SEG_VERSION ||
+              p->size != sizeof(*p) ||
+              strncmp(p->job_name, c->id.job_name, TGS_SEG_NAME_MAX) != 0)) {
+        why = "not this job's publish page";
+        munmap(p, size);
+        p = NULL;
+    }
+    if (!p) {
+        if (TGS_RELAXED_LOAD(&c->gate_flags))
+            tgs_log(TGS_LOG_WARN, "publish page %s: %s; gating is off for this job", path, why);
+        return;
+    }
+    tgs_g.pub = p;
+}
+
+static void fill_slot(struct tgs_slot *s)
 {
     s->pid = (int32_t)getpid();
     s->generation++;
@@ -101,68 +171,129 @@ static void fill_slot(struct tgs_slot *s, const struct tgs_seg_header *h)
     memset(s->lanes, 0, sizeof(s->lanes));
     s->inflight_work = s->oom_count = s->alloc_count = 0;
     s->dev_active = 0;
-    /* a new slot starts from the job's defaults; the controller may change them later */
-    s->burst = TGS_RELAXED_LOAD(&h->default_burst);
-    s->inflight_cap = TGS_RELAXED_LOAD(&h->default_inflight_cap);
-    s->rate = TGS_RELAXED_LOAD(&h->default_rate);
     s->heartbeat_ns = s->claimed_ns;
     __atomic_store_n(&s->state, TGS_SLOT_ACTIVE, __ATOMIC_RELEASE);
+}
+
+static uint64_t owner_id(uint32_t i, uint64_t generation)
+{
+    return ((uint64_t)(i + 1) << TGS_LEDGER_SLOT_SHIFT) | (generation & TGS_LEDGER_GEN_MASK);
+}
+
+/* Every other slot whose owner died (ACTIVE, lock free) goes back to the job:
+ * the controller no longer reclaims (it never writes a tenant's file). */
+static void reclaim_dead(struct tgs_seg_header *h, int fd, uint32_t mine)
+{
+    for (uint32_t j = 0; j < h->id.nslots; j++) {
+        struct tgs_slot *s = tgs_slot_at(h, j);
+        if (j == mine || __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == TGS_SLOT_FREE)
+            continue;
+        if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)j, 0) != 0)
+            continue; /* alive */
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE) {
+            tgs_reclaim_slot_locked(s);
+            tgs_log(TGS_LOG_INFO, "reclaimed the slot %u of a dead process", j);
+        }
+        tgs_ofd_unlock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)j);
+    }
 }
 
 static int attach(void)
 {
     const char *path = tgs_g.opt.segment_path;
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path,
-                strerror(errno));
-        return -1;
-    }
-    struct stat st;
+    char cpath[4200];
+    ctl_path(cpath, sizeof(cpath));
     const char *why = NULL;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(struct tgs_seg_header))
-        why = "file smaller than a segment header (truncated?)";
-    else
-        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!why && p == MAP_FAILED)
-        why = strerror(errno);
-    if (!why)
-        why = validate(p, (uint64_t)st.st_size);
-    if (why) {
-        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path, why);
-        if (p != MAP_FAILED)
-            munmap(p, (size_t)st.st_size);
-        close(fd);
+    size_t csize = 0, size = 0;
+    const struct tgs_ctl_header *c = map_file(cpath, O_RDONLY, PROT_READ,
+                                              sizeof(struct tgs_ctl_header), NULL, &csize, &why);
+    if (c && (why = validate_ident(&c->id, TGS_CTL_MAGIC, sizeof(struct tgs_ctl_header),
+                                   sizeof(struct tgs_ctl_slot), csize))) {
+        munmap((void *)c, csize);
+        c = NULL;
+    }
+    if (!c) {
+        tgs_log(TGS_LOG_ERROR, "control segment %s: %s; running without the job's limits", cpath,
+                why);
         return -1;
     }
-    struct tgs_seg_header *h = p;
+    int fd = -1;
+    struct tgs_seg_header *h = map_file(path, O_RDWR, PROT_READ | PROT_WRITE,
+                                        sizeof(struct tgs_seg_header), &fd, &size, &why);
+    if (h && (why = validate_ident(&h->id, TGS_SEG_MAGIC, sizeof(struct tgs_seg_header),
+                                   sizeof(struct tgs_slot), size)) == NULL &&
+        (h->id.nslots != c->id.nslots || h->id.created_ns != c->id.created_ns ||
+         strncmp(h->id.job_name, c->id.job_name, TGS_SEG_NAME_MAX) != 0))
+        why = "does not belong to the job of its control segment";
+    if (h && why) {
+        munmap(h, size);
+        close(fd);
+        h = NULL;
+    }
+    if (!h) {
+        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path, why);
+        munmap((void *)c, csize);
+        return -1;
+    }
     tgs_g.fd = fd;
     tgs_g.hdr = h;
-    tgs_g.map_size = (size_t)st.st_size;
-    map_device_segment(path, h->device_index);
-    for (uint32_t i = 0; i < h->nslots; i++) {
+    tgs_g.map_size = size;
+    tgs_g.ctl = c;
+    tgs_g.ctl_size = csize;
+    map_own_pub(c);
+    const struct tgs_ctl_slot *lines = (const struct tgs_ctl_slot *)(c + 1);
+    for (uint32_t i = 0; i < h->id.nslots; i++) {
         if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)i, 0) != 0)
             continue;
-        struct tgs_slot *s = (struct tgs_slot *)((char *)p + h->header_size +
-                                                 (size_t)i * h->slot_size);
-        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE)
-            tgs_reclaim_slot_locked(s); /* its owner died */
-        fill_slot(s, h);
+        struct tgs_slot *s = tgs_slot_at(h, i);
+        tgs_g.ledger_id = owner_id(i, s->generation); /* alive under the slot's old generation */
         tgs_g.slot = s;
         tgs_g.slot_idx = (int)i;
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE)
+            tgs_reclaim_slot_locked(s); /* its owner died */
+        fill_slot(s);
+        tgs_g.ledger_id = owner_id(i, s->generation);
+        tgs_g.cline = &lines[i];
         tgs_g.epoch++;
         tgs_g.lanes_next = 0;
+        reclaim_dead(h, fd, i);
         tgs_log(TGS_LOG_INFO, "attached to %s slot %u", path, i);
         return 0;
     }
     tgs_log(TGS_LOG_ERROR, "segment %s: all %u slots are taken; running without the job's limits",
-            path, h->nslots);
-    munmap(p, tgs_g.map_size);
+            path, h->id.nslots);
+    munmap(h, tgs_g.map_size);
+    munmap((void *)c, csize);
+    if (tgs_g.pub)
+        munmap(tgs_g.pub, sizeof(*tgs_g.pub));
     close(fd);
     tgs_g.fd = -1;
     tgs_g.hdr = NULL;
+    tgs_g.ctl = NULL;
+    tgs_g.pub = NULL;
+    tgs_g.slot = NULL;
+    tgs_g.slot_idx = -1;
     return -1;
+}
+
+/* For peers.c: where the device segment and the other jobs' pubs are. */
+void tgs_device_path(char *out, size_t cap, int32_t index)
+{
+    if (tgs_g.opt.device_path[0]) {
+        snprintf(out, cap, "%s", tgs_g.opt.device_path);
+        return;
+    }
+    char leaf[64];
+    snprintf(leaf, sizeof(leaf), "device-%d.seg", (int)index);
+    beside_segment(out, cap, leaf);
+}
+
+void tgs_pub_dir(char *out, size_t cap)
+{
+    if (tgs_g.opt.pub_dir[0])
+        snprintf(out, cap, "%s", tgs_g.opt.pub_dir);
+    else
+        beside_segment(out, cap, "pub");
 }
 
 void tgs_attach_slow(void)
@@ -205,12 +336,18 @@ void tgs_atfork_child(void)
         close(tgs_g.fd);
     if (tgs_g.hdr)
         munmap(tgs_g.hdr, tgs_g.map_size);
-    if (tgs_g.dev)
-        munmap(tgs_g.dev, sizeof(*tgs_g.dev));
+    if (tgs_g.ctl)
+        munmap((void *)tgs_g.ctl, tgs_g.ctl_size);
+    if (tgs_g.pub)
+        munmap(tgs_g.pub, sizeof(*tgs_g.pub));
     tgs_g.fd = -1;
     tgs_g.hdr = NULL;
     tgs_g.slot = NULL;
-    tgs_g.dev = NULL;
+    tgs_g.ctl = NULL;
+    tgs_g.cline = NULL;
+    tgs_g.pub = NULL;
+    tgs_g.ledger_id = 0;
+    tgs_peers_reset();
     tgs_g.slot_idx = -1;
     tgs_g.epoch++;
     tgs_g.local_used = 0;

@@ -141,7 +141,7 @@ static int map_pub(int k, const char *name)
 {
     char dir[4096], path[4200];
     tgs_pub_dir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/%s.pub", dir, name);
+    snprintf(path, sizeof(path), "%.4000s/%.64s.pub", dir, name);
     if (!map_over(k, path, sizeof(struct tgs_pub)))
         return 0;
     const struct tgs_pub *p = pub_at(k);
@@ -227,6 +227,9 @@ static void refresh_locked(uint64_t now)
                     e->generation == j->generation &&
                     strncmp(e->name, j->name, TGS_SEG_NAME_MAX) == 0;
         if (!same && !retry) {
+            if (P->page_damaged[k])
+                tgs_log(TGS_LOG_INFO, "the publish page of job %.64s was truncated under us: "
+                        "it reads as idle until it is valid again", e->name);
             __atomic_store_n(&e->used, 0, __ATOMIC_RELEASE);
             P->page_damaged[k] = 0;
             int ok = want && map_pub(k, j->name);

@@ -21,9 +21,13 @@
  *                              cuEventSynchronize of it: "record <rc>", "evsync <rc>"
  *   ready                      prints "ready", waits for a line on stdin
  *   sleep:MS  sync
+ *   sigbus                     touch a mapping of a file truncated under it: a real SIGBUS,
+ *                              which must kill the process (prints "sigbus survived" if not)
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -252,6 +256,20 @@ static int cmd(const char *c)
     } else if (!strncmp(c, "sleep:", 6)) {
         struct timespec ts = { (time_t)(arg(c, 1) / 1000), (long)(arg(c, 1) % 1000) * 1000000L };
         nanosleep(&ts, NULL);
+    } else if (!strcmp(c, "sigbus")) {
+        char path[] = "/tmp/tgs-probe-bus-XXXXXX";
+        int fd = mkstemp(path);
+        volatile char *m = MAP_FAILED;
+        if (fd >= 0 && ftruncate(fd, 4096) == 0)
+            m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+        if (fd >= 0)
+            unlink(path);
+        if (m == MAP_FAILED || ftruncate(fd, 0) != 0) {
+            printf("sigbus setup failed\n");
+            return 2;
+        }
+        fflush(stdout);
+        printf("sigbus survived %d\n", m[0]);
     } else if (!strcmp(c, "sync")) {
         r = cuCtxSynchronize();
         printf("sync %d\n", r);

@@ -8,15 +8,14 @@ lock it through a read-only mount).  Every control write is an aligned 64-bit st
 from __future__ import annotations
 
 import mmap
-import stat
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._header import const, ffi
-from .atomic_file import write_atomically
 
 CTL_MAGIC = const("TGS_CTL_MAGIC")
 VERSION = const("TGS_SEG_VERSION")

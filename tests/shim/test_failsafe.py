@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from shim_helpers import run_probe, Job, finish, tgs_lines
+from shim_helpers import Job, finish, run_probe, tgs_lines
 from tgs.intercept import segment
 
 pytestmark = pytest.mark.timeout(60)

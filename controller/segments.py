@@ -12,18 +12,59 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from tgs.intercept import control as ictl
 from tgs.intercept import segment as iseg
+from tgs.intercept._header import ffi
 from tgs.intercept.device import DeviceSegment, create_device, device_segment_path, open_device
 from tgs.intercept.pub import create_pub, pub_path
-from tgs.intercept.tenant import PubRead, SegReader, open_tenant_file, read_pub
+from tgs.intercept.tenant import (
+    _STATE,
+    HEADER_SIZE,
+    LANES,
+    PLAUSIBLE_BYTES,
+    SLOT_ACTIVE,
+    SLOT_SIZE,
+    PubRead,
+    SegReader,
+    open_tenant_file,
+    read_pub,
+)
+from tgs.intercept.tenant import _packed as packed_struct
 
 from .state import JobRecord
 
 log = logging.getLogger(__name__)
+_F = ffi()
+_RETIRED_OFF = _F.offsetof("struct tgs_seg_header", "retired_launches")
+assert _F.offsetof("struct tgs_seg_header", "retired_throttled_ns") == _RETIRED_OFF + 16
+_RETIRED = struct.Struct("<3Q")
+_LINE_BASE = _F.sizeof("struct tgs_ctl_header")
+_LINE_SIZE = _F.sizeof("struct tgs_ctl_slot")
+assert (_F.offsetof("struct tgs_ctl_slot", "burst"), _F.offsetof("struct tgs_ctl_slot",
+        "inflight_cap")) == (8, 16)
+_LINE = struct.Struct("<3Q")            # rate, burst, inflight_cap of a control line
+
+
+def _slot_struct() -> tuple[struct.Struct, list[str]]:
+    """Only the fields the loop reads from a slot, one unpack per ACTIVE slot."""
+    items = [(_F.offsetof("struct tgs_slot", f), c, f) for f, c in (
+        ("state", "I"), ("pid", "i"), ("generation", "Q"), ("mem_used", "Q"),
+        ("inflight_work", "Q"), ("dev_active", "I"))]
+    lanes, lane = _F.offsetof("struct tgs_slot", "lanes"), _F.sizeof("struct tgs_lane")
+    for k in range(LANES):
+        for f, c in (("launches", "Q"), ("work", "Q"), ("throttled_ns", "Q")):
+            items.append((lanes + k * lane + _F.offsetof("struct tgs_lane", f), c, f"{f}{k}"))
+    return packed_struct(items)
+
+
+_SLOT, _NAMES = _slot_struct()
+_LANE0 = _NAMES.index("launches0")          # lanes come last, 3 values each
+(I_PID, I_GEN, I_MEM, I_INFLIGHT, I_DEVACT) = (
+    _NAMES.index(n) for n in ("pid", "generation", "mem_used", "inflight_work", "dev_active"))
 LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 periods (0.2 s)
 PRIORITY = {"production": iseg.PRIORITY_PRODUCTION, "opportunistic": iseg.PRIORITY_OPPORTUNISTIC}
 GATE_DEFAULT = {"production": iseg.GATE_PUBLISH, "opportunistic": iseg.GATE_WAIT}
@@ -78,38 +119,45 @@ class JobSeg:
     def scan(self, tick: int = 0) -> tuple[list[SlotSample], bool]:
         """Live slots' samples, and whether a dead (ACTIVE, unlocked) slot was seen.
 
-        One pread of the whole .seg; slot locks are tested (F_OFD_GETLK) for a rotating quarter
-        of the slots each call (tick), and always for a slot not seen live before.  A damaged
-        read sets ``damaged`` (the reason) and yields no samples."""
-        r = self.reader.read()
-        if r.damaged:
-            if r.damaged != self.damaged:
+        One pread of the whole .seg (identity checked against our .ctl); one struct unpack per
+        ACTIVE slot; slot locks are tested (F_OFD_GETLK) for a rotating quarter of the slots
+        each call (tick), and always for a slot not seen live before.  A damaged read sets
+        ``damaged`` (the reason) and yields no samples."""
+        buf, why = self.reader.fetch()
+        if why:
+            if why != self.damaged:
                 log.warning("job %s: segment unusable (%s): its figures are unknown", self.name,
-                            r.damaged)
-            self.damaged = r.damaged
+                            why)
+            self.damaged = why
             self._known.clear()
             return [], False
         self.damaged = None
-        self._retired = r.retired
+        self._retired = _RETIRED.unpack_from(buf, _RETIRED_OFF)
         out: list[SlotSample] = []
         dead = False
         known, seen = self._known, set()
-        ctl = self.ctl
-        for s in r.slots:
-            i = s.slot
-            if (known.get(i) != s.generation or (i + tick) % LOCK_EVERY == 0) \
-                    and not self.reader.locked(i):
+        ctl_mm, locked = self.ctl.mm, self.reader.locked
+        for i in range(self.nslots):
+            off = HEADER_SIZE + i * SLOT_SIZE
+            if _STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
+                continue
+            w = _SLOT.unpack_from(buf, off)
+            gen = w[I_GEN]
+            if (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0) and not locked(i):
                 known.pop(i, None)
                 dead = True
                 continue
-            known[i] = s.generation
+            known[i] = gen
             seen.add(i)
-            line = ctl.line(i)
-            out.append(SlotSample(i, s.generation, s.pid, s.launches, s.work, s.throttled_ns,
-                                  s.mem_used, s.inflight, s.dev_active, int(line.rate),
-                                  int(line.burst), int(line.inflight_cap)))
-        for i in list(known):
-            if i not in seen:
+            lanes = w[_LANE0:]
+            rate, burst, cap = _LINE.unpack_from(ctl_mm, _LINE_BASE + i * _LINE_SIZE)
+            mem = w[I_MEM]
+            out.append(SlotSample(i, gen, w[I_PID], sum(lanes[0::3]), sum(lanes[1::3]),
+                                  sum(lanes[2::3]), mem if mem < PLAUSIBLE_BYTES
+                                  else PLAUSIBLE_BYTES, w[I_INFLIGHT], 1 if w[I_DEVACT] else 0,
+                                  rate, burst, cap))
+        if len(known) != len(seen):
+            for i in [k for k in known if k not in seen]:
                 del known[i]
         return out, dead
 

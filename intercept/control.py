@@ -127,6 +127,7 @@ class ControlSegment:
     def __init__(self, path: Path, mm: mmap.mmap) -> None:
         self.path = path
         self._mm: mmap.mmap | None = mm
+        self.mm = mm                        # the controller reads control lines with struct
         self._ffi = ffi()
         self._buf = self._ffi.from_buffer(mm)
         self.header: Any = self._ffi.cast("struct tgs_ctl_header *", self._buf)

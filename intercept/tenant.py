@@ -162,14 +162,18 @@ class SegReader:
             return "identity differs from the job's control segment"
         return None
 
-    def read(self) -> SegRead:
+    def fetch(self) -> tuple[bytes, str | None]:
+        """The whole file in one pread, and why it is unusable (None: identity checked)."""
         try:
             buf = os.pread(self.fd, self.size, 0)
         except OSError as exc:
-            return SegRead(damaged=f"read failed: {errno.errorcode.get(exc.errno or 0, exc)}")
+            return b"", f"read failed: {errno.errorcode.get(exc.errno or 0, exc)}"
         if len(buf) < self.size:
-            return SegRead(damaged=f"truncated to {len(buf)} of {self.size} bytes")
-        why = self._ident_problem(buf)
+            return buf, f"truncated to {len(buf)} of {self.size} bytes"
+        return buf, self._ident_problem(buf)
+
+    def read(self) -> SegRead:
+        buf, why = self.fetch()
         if why:
             return SegRead(damaged=why)
         used, peak, _dirty, r0, r1, r2 = _LEDGER.unpack_from(buf, 0)

@@ -152,8 +152,11 @@ static void map_own_pub(const struct tgs_ctl_header *c)
         p = NULL;
     }
     if (!p) {
-        if (TGS_RELAXED_LOAD(&c->gate_flags))
-            tgs_log(TGS_LOG_WARN, "publish page %s: %s; gating is off for this job", path, why);
+        uint32_t gate = TGS_RELAXED_LOAD(&c->gate_flags);
+        if (gate && !__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
+            tgs_log(TGS_LOG_WARN, "publish page %s: %s; %s", path, why,
+                    (gate & TGS_GATE_PUBLISH) ? "this job's activity is not published"
+                                              : "this job's gap claims are not published");
         return;
     }
     tgs_g.pub = p;

@@ -48,6 +48,52 @@ def test_bad_segment_passes_through(probe_bin: Path, job: Job, how: str, needle:
     assert len(lines) == 1 and needle in lines[0], lines
 
 
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [("magic", "control segment"), ("truncated", "control segment"),
+     ("missing", "control segment"), ("other_job", "does not belong")],
+)
+def test_bad_control_segment_passes_through(probe_bin: Path, job: Job, how: str,
+                                            needle: str) -> None:
+    """The .ctl (read-only, the controller's) is checked as strictly as the .seg, and the .seg
+    must be the same job's (name, slots, creation time)."""
+    ctl = segment.ctl_path(job.seg.path)
+    if how == "missing":
+        ctl.unlink()
+    elif how == "other_job":
+        other = segment.create(job.seg.path.with_name("other.seg"), "other", nslots=8)
+        other.close()
+        ctl.write_bytes(segment.ctl_path(other.path).read_bytes())
+    else:
+        _corrupt(ctl, how)
+    out, lines = _run(probe_bin, job.env, "init", "alloc:4000000", "meminfo", "launch:2:1:32")
+    assert out[1] == "alloc 0"
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
+@pytest.mark.parametrize("what", ["pub", "device"])
+def test_missing_pub_or_device_only_disables_gating(probe_bin: Path, tmp_path: Path,
+                                                    shim_env: dict[str, str], what: str) -> None:
+    """A production job without its publish page, or an opportunistic one without a device
+    segment: one line, the limits still hold, launches are not gated."""
+    prio = segment.PRIORITY_PRODUCTION if what == "pub" else segment.PRIORITY_OPPORTUNISTIC
+    gate = segment.GATE_PUBLISH if what == "pub" else segment.GATE_WAIT
+    seg = segment.create(tmp_path / "j.seg", "j", mem_quota=1 << 20, priority=prio,
+                         gate_flags=gate, gate_max_wait_us=5_000_000)
+    try:
+        if what == "pub":
+            segment.pub_path(seg.path, "j").unlink()
+        env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+        out, lines = _run(probe_bin, env, "init", "alloc:4000000", "launch:3:1:32", "sync",
+                          "launch:3:1:32")
+        assert out[1] == "alloc 2"                       # the quota still applies
+        assert int(out[2].split()[3]) < 2e9              # not held by a gate
+        assert len(lines) == 1, lines
+        assert ("publish page" in lines[0]) if what == "pub" else ("device segment" in lines[0])
+    finally:
+        seg.close()
+
+
 def test_bad_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> None:
     _corrupt(job.seg.path, "magic")
     env = dict(job.env, TGS_MEM_LIMIT="2M")

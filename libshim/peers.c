@@ -62,28 +62,39 @@ static int zero_page(int k)
 /* ---------------------------------------------------------------- SIGBUS guard */
 
 static struct sigaction prev_bus;
+static __thread int in_bus __attribute__((tls_model("initial-exec")));
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
     struct tgs_peers *P = &tgs_g.peers;
+    /* a previous handler that chains back to us (it was installed after us and we
+     * re-installed ourselves in front of it) must not loop: the second time round
+     * it is the default action */
+    if (in_bus)
+        goto dfl;
+    in_bus = 1;
     char *a = si ? (char *)si->si_addr : NULL, *r = P->region;
     if (r && a >= r && a < r + (size_t)TGS_PEER_PAGES * page_size()) {
         int k = (int)((size_t)(a - r) / page_size());
         if (zero_page(k)) {
             P->page_damaged[k] = 1;
             P->damaged = 1;
+            in_bus = 0;
             return; /* the read is retried and now sees zeros */
         }
     }
     if (prev_bus.sa_flags & SA_SIGINFO) {
         if (prev_bus.sa_sigaction) {
             prev_bus.sa_sigaction(sig, si, uc);
+            in_bus = 0;
             return;
         }
     } else if (prev_bus.sa_handler != SIG_DFL && prev_bus.sa_handler != SIG_IGN) {
         prev_bus.sa_handler(sig);
+        in_bus = 0;
         return;
     }
+dfl:;
     /* a real fault: the default action (the faulting access runs again) */
     struct sigaction dfl;
     memset(&dfl, 0, sizeof(dfl));

@@ -304,3 +304,24 @@ def test_real_sigbus_still_kills(probe_bin: Path, tmp_path: Path,
         prod.close()
     assert p.returncode == -signal.SIGBUS, (p.returncode, p.stdout, p.stderr)
     assert "survived" not in p.stdout
+
+
+def test_sigbus_guard_chains_the_programs_handler(probe_bin: Path, tmp_path: Path,
+                                                  shim_env: dict[str, str]) -> None:
+    """A program's own SIGBUS handler (installed before the shim's guard) still gets the faults
+    that are not the guard's."""
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=segment.GATE_WAIT, gate_max_wait_us=2000)
+    prod = play_production(tmp_path, seg)
+    try:
+        p = subprocess.run([str(probe_bin), "bushandler", "init", "busowner", "launch:1:1:32",
+                            "busowner", "sigbus"],
+                           env=dict(shim_env, TGS_SEGMENT=str(seg.path)), capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        seg.close()
+        prod.close()
+    out = p.stdout.splitlines()
+    assert p.returncode == 3, (p.returncode, p.stdout)
+    assert out[2] == "busowner app" and out[4] == "busowner other"   # the guard went on top
+    assert out[-1] == "app handler"                                  # ... and chains to it

@@ -6,10 +6,11 @@
  * done before production is predicted to return:
  *
  *     production idle  and  max(q_until, now) + est x work
- *                             <= idle_since_ns + gap_pred_ns
+ *                             <= min over production jobs (idle_since_ns + gap_pred_ns)
  *
- * (production idle: no production pub of the device is busy; idle_since:
- * the latest of theirs; gap_pred: the smallest; peers.c reads them).
+ * (production idle: no production pub of the device is busy; the gap ends
+ * when the first production job is predicted back, so one production job's
+ * figures can only shorten the gap others leave; peers.c reads them).
  *
  * est (ns of GPU time per work unit) comes from this process's own kernels:
  * every 8th gated launch (every one while there is no estimate) is bracketed
@@ -117,9 +118,9 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     struct tgs_fit *f = &tgs_g.fit;
     if (tgs_prod_busy())
         return WAIT_MORE;
-    uint64_t pred = tgs_prod_gap_pred();
-    uint64_t idle = tgs_prod_idle_since();
-    if (!pred || !idle)
+    uint64_t idle = 0;
+    uint64_t gap_end = tgs_prod_gap_end(&idle);
+    if (!gap_end)
         return GO;                                   /* no history: plain WAIT */
     uint64_t age = now > idle ? now - idle : 0;
     int outlasted = age > 2 * tgs_prod_gap_max();
@@ -133,7 +134,7 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     if (outlasted)
         return base == now ? GO : WAIT_MORE;
     double end = (double)base + f->est * (double)work;
-    return end <= (double)(idle + pred) ? GO : WAIT_MORE;
+    return end <= (double)gap_end ? GO : WAIT_MORE;
 }
 
 /* Charge the launch to our queue and maybe start a sample; caller holds mu. */

@@ -320,29 +320,26 @@ int tgs_prod_busy(void)
     return 0;
 }
 
-uint64_t tgs_prod_idle_since(void)
+uint64_t tgs_prod_gap_end(uint64_t *idle)
 {
-    uint64_t hi = 0;
-    if (tgs_g.peers.region)
-        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-            if (is_prod(k)) {
-                uint64_t v = __atomic_load_n(&pub_at(k)->idle_since_ns, __ATOMIC_ACQUIRE);
-                hi = v > hi ? v : hi;
-            }
-    return hi;
-}
-
-uint64_t tgs_prod_gap_pred(void)
-{
-    uint64_t lo = 0;
-    if (tgs_g.peers.region)
-        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-            if (is_prod(k)) {
-                uint64_t v = __atomic_load_n(&pub_at(k)->gap_pred_ns, __ATOMIC_ACQUIRE);
-                if (v && (!lo || v < lo))
-                    lo = v;
-            }
-    return lo;
+    uint64_t end = 0, hi = 0;
+    *idle = 0;
+    if (!tgs_g.peers.region)
+        return 0;
+    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
+        if (!is_prod(k))
+            continue;
+        const struct tgs_pub *p = pub_at(k);
+        uint64_t since = __atomic_load_n(&p->idle_since_ns, __ATOMIC_ACQUIRE);
+        uint64_t pred = __atomic_load_n(&p->gap_pred_ns, __ATOMIC_ACQUIRE);
+        if (!since || !pred || since > UINT64_MAX - pred)
+            return 0;                       /* no usable history: plain WAIT */
+        hi = since > hi ? since : hi;
+        if (!end || since + pred < end)
+            end = since + pred;
+    }
+    *idle = hi;
+    return end;
 }
 
 uint64_t tgs_prod_gap_max(void)

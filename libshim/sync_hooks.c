@@ -81,7 +81,14 @@ void tgs_gate_sleep(uint64_t ns)
         return;
     }
     struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+    uint64_t t0 = tgs_now_ns();
     syscall(SYS_futex, w, FUTEX_WAIT, seq, &ts, NULL, 0);
+    /* Woken (or the word moved) while production still claims to be busy: that wake
+     * did not end a busy phase.  Sleep out the step rather than loop at once: the word
+     * is the other tenant's, and its wakes must not make us spin. */
+    uint64_t spent = tgs_now_ns() - t0;
+    if (spent < ns && tgs_prod_busy())
+        tgs_sleep_ns(ns - spent);
 }
 
 void tgs_gate_wait(const struct tgs_ctl_header *h)

@@ -325,3 +325,63 @@ def test_sigbus_guard_chains_the_programs_handler(probe_bin: Path, tmp_path: Pat
     assert p.returncode == 3, (p.returncode, p.stdout)
     assert out[2] == "busowner app" and out[4] == "busowner other"   # the guard went on top
     assert out[-1] == "app handler"                                  # ... and chains to it
+
+
+_WAKER = r"""
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+/* waker PUB OFFSET SECONDS: bump the futex word of a pub and wake, as fast as possible */
+int main(int argc, char **argv)
+{
+    int fd = open(argv[1], O_RDWR);
+    char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    uint32_t *w = (uint32_t *)(m + atoi(argv[2]));
+    time_t end = time(NULL) + atoi(argv[3]);
+    while (time(NULL) < end) {
+        __atomic_add_fetch(w, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    return 0;
+}
+"""
+
+
+def test_hostile_futex_wakes_do_not_make_the_waiter_spin(probe_bin: Path, tmp_path: Path,
+                                                         shim_env: dict[str, str]) -> None:
+    """A production tenant that stays busy and bumps/wakes its own idle_futex in a tight loop:
+    the opportunistic launch it holds sleeps out its steps instead of spinning on the wakes."""
+    from tgs.intercept._header import ffi
+
+    src, waker = tmp_path / "waker.c", tmp_path / "waker"
+    src.write_text(_WAKER)
+    subprocess.run(["gcc", "-O1", "-o", str(waker), str(src)], check=True)
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=segment.GATE_WAIT, gate_max_wait_us=1_500_000)
+    prod = play_production(tmp_path, seg)
+    prod.set_busy(1)
+    off = ffi().offsetof("struct tgs_pub", "idle_futex")
+    w = subprocess.Popen([str(waker), str(prod.pub.path), str(off), "4"])
+    p = subprocess.Popen([str(probe_bin), "init", "launch:1:1:32"], text=True,
+                         stdout=subprocess.PIPE, env=dict(shim_env, TGS_SEGMENT=str(seg.path)))
+    try:
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        for q in (p, w):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+        seg.close()
+        prod.close()
+    assert p.returncode == 0
+    assert p.stdout is not None
+    held_ns = int(p.stdout.read().splitlines()[1].split()[3])
+    assert held_ns > 1.2e9                         # held for (about) its max wait ...
+    assert ru.ru_utime + ru.ru_stime < 0.4, (ru.ru_utime, ru.ru_stime)   # ... mostly asleep

@@ -165,7 +165,6 @@ static void map_own_pub(const struct tgs_ctl_header *c)
 static void fill_slot(struct tgs_slot *s)
 {
     s->pid = (int32_t)getpid();
-    s->generation++;
     s->claimed_ns = tgs_now_ns();
     s->lanes_used = 0;
     memset(s->comm, 0, sizeof(s->comm));
@@ -249,13 +248,17 @@ static int attach(void)
         if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)i, 0) != 0)
             continue;
         struct tgs_slot *s = tgs_slot_at(h, i);
-        tgs_g.ledger_id = owner_id(i, s->generation); /* alive under the slot's old generation */
+        /* our generation first: the dead owner may have died holding the ledger word
+         * with its own id (this slot, the old generation), which must read as dead,
+         * and never as ours */
+        uint64_t gen = s->generation + 1;
+        __atomic_store_n(&s->generation, gen, __ATOMIC_RELEASE);
+        tgs_g.ledger_id = owner_id(i, gen);
         tgs_g.slot = s;
         tgs_g.slot_idx = (int)i;
         if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE)
             tgs_reclaim_slot_locked(s); /* its owner died */
         fill_slot(s);
-        tgs_g.ledger_id = owner_id(i, s->generation);
         tgs_g.cline = &lines[i];
         tgs_g.epoch++;
         tgs_g.lanes_next = 0;

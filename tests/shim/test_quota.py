@@ -176,7 +176,7 @@ _HOLDER = r"""
 import sys, time
 from tgs.intercept import ofd, segment
 seg = segment.open_segment(sys.argv[1])
-j = seg.nslots - 1
+j = int(sys.argv[2]) % seg.nslots
 assert ofd.try_lock(seg.fd, segment.LOCK_SLOT_BASE + j)   # alive for as long as we live
 s = seg.tenant_slot(j)
 s.generation, s.state = 7, segment.SLOT_ACTIVE
@@ -191,8 +191,8 @@ time.sleep(120)
 def test_ledger_lock_stolen_from_sigkilled_holder(probe_bin: Path, job: Job) -> None:
     """A process SIGKILLed while it holds the ledger lock word: a live holder is waited for,
     a dead one (its slot lock gone) is detected and its half-done update repaired."""
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(job.seg.path)], text=True,
-                              stdout=subprocess.PIPE)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(job.seg.path), "-1"],
+                              text=True, stdout=subprocess.PIPE)
     probe = None
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
@@ -214,6 +214,21 @@ def test_ledger_lock_stolen_from_sigkilled_holder(probe_bin: Path, job: Job) -> 
             holder.kill()
             holder.wait()
     assert _used(job) == 0
+
+
+def test_ledger_lock_of_a_dead_holder_in_the_slot_we_claim(probe_bin: Path, job: Job) -> None:
+    """The holder died (in slot 0, holding the ledger word) before the next process started:
+    that process claims slot 0, whose dead owner's id must not pass for its own."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(job.seg.path), "0"],
+                              text=True, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+    finally:
+        holder.kill()
+        holder.wait(10)
+    out = run_probe(probe_bin, job.env, "init", "alloc:1000", "meminfo", timeout=20)
+    assert out[1] == "alloc 0" and out[2].split()[1] == str(MiB - 1000)
+    assert _used(job) == 0 and job.seg.seg_header.ledger_lock == 0
 
 
 def test_many_processes_race_one_quota_exactly(probe_bin: Path, tmp_path: Path,

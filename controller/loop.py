@@ -177,15 +177,18 @@ class ControlLoop:
         tr = self.tracks.setdefault(job.rec.name, _Track())
         work = launches = thr = 0
         prev, nxt = tr.prev, {}
-        max_work, max_launch = MAX_WORK_RATE * dt, MAX_LAUNCH_RATE * dt
+        max_work, max_launch, max_thr = MAX_WORK_RATE * dt, MAX_LAUNCH_RATE * dt, dt * 1e9
         for s in live:
             p = prev.get(s.slot)
             if p is None or p[0] != s.generation:
                 p = (s.generation, 0, 0, 0)
             # a counter that went backwards gives 0; a jump is clamped: a lie is limited
-            launches += min(max_launch, max(0, s.launches - p[1]))
-            work += min(max_work, max(0, s.work - p[2]))
-            thr += min(dt * 1e9, max(0, s.throttled_ns - p[3]))
+            d = s.launches - p[1]
+            launches += (d if d < max_launch else max_launch) if d > 0 else 0
+            d = s.work - p[2]
+            work += (d if d < max_work else max_work) if d > 0 else 0
+            d = s.throttled_ns - p[3]
+            thr += (d if d < max_thr else max_thr) if d > 0 else 0
             nxt[s.slot] = (s.generation, s.launches, s.work, s.throttled_ns)
         tr.prev = nxt
         n = len(live)

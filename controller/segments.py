@@ -135,7 +135,7 @@ class JobSeg:
         self._retired = _RETIRED.unpack_from(buf, _RETIRED_OFF)
         out: list[SlotSample] = []
         dead = False
-        known, seen = self._known, set()
+        known, nxt = self._known, {}
         ctl_mm, locked = self.ctl.mm, self.reader.locked
         for i in range(self.nslots):
             off = HEADER_SIZE + i * SLOT_SIZE
@@ -144,11 +144,9 @@ class JobSeg:
             w = _SLOT.unpack_from(buf, off)
             gen = w[I_GEN]
             if (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0) and not locked(i):
-                known.pop(i, None)
                 dead = True
                 continue
-            known[i] = gen
-            seen.add(i)
+            nxt[i] = gen
             lanes = w[_LANE0:]
             rate, burst, cap = _LINE.unpack_from(ctl_mm, _LINE_BASE + i * _LINE_SIZE)
             mem = w[I_MEM]
@@ -156,9 +154,7 @@ class JobSeg:
                                   sum(lanes[2::3]), mem if mem < PLAUSIBLE_BYTES
                                   else PLAUSIBLE_BYTES, w[I_INFLIGHT], 1 if w[I_DEVACT] else 0,
                                   rate, burst, cap))
-        if len(known) != len(seen):
-            for i in [k for k in known if k not in seen]:
-                del known[i]
+        self._known = nxt
         return out, dead
 
     def read_pub(self) -> PubRead | None:

@@ -32,6 +32,7 @@
 #include "shim.h"
 
 #define RETRY_NS 1000000000ull   /* a missing/invalid file is looked at again after 1 s */
+#define GUARD_CHECK_NS 100000000ull /* the SIGBUS handler is checked again every 100 ms */
 
 static size_t page_size(void)
 {
@@ -266,13 +267,29 @@ static void refresh_locked(uint64_t now)
     P->list_seq = seq;
 }
 
+/* Still installed?  A program may install its own SIGBUS handler after us
+ * (then ours goes back in front of it, chaining it). */
+static void guard_recheck(struct tgs_peers *P)
+{
+    uint64_t now = tgs_now_ns();
+    if (now - __atomic_load_n(&P->guard_checked_ns, __ATOMIC_RELAXED) < GUARD_CHECK_NS ||
+        pthread_mutex_trylock(&P->mu) != 0)
+        return;
+    guard();
+    __atomic_store_n(&P->guard_checked_ns, now, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&P->mu);
+}
+
 int tgs_peers_refresh(void)
 {
     struct tgs_peers *P = &tgs_g.peers;
     const struct tgs_dev_segment *d = __atomic_load_n(&P->dev, __ATOMIC_ACQUIRE);
     if (TGS_LIKELY(d && !P->damaged && !P->retry_ns &&
-                   __atomic_load_n(&d->list_seq, __ATOMIC_ACQUIRE) == P->list_seq))
+                   __atomic_load_n(&d->list_seq, __ATOMIC_ACQUIRE) == P->list_seq)) {
+        if (P->guard)
+            guard_recheck(P);
         return 1;
+    }
     if (!tgs_g.ctl)
         return 0;
     uint64_t now = tgs_now_ns();

@@ -126,6 +126,7 @@ struct tgs_peers {
     volatile int damaged;       /* set by the SIGBUS guard: re-validate on a slow path */
     volatile int page_damaged[TGS_PEER_PAGES];
     int guard;                  /* the SIGBUS handler is installed */
+    uint64_t guard_checked_ns;  /* when the handler was last seen in place */
     uint64_t retry_ns;          /* a missing/invalid file is looked at again then (0 = none) */
     struct tgs_peer e[TGS_DEV_MAX_JOBS];
 };

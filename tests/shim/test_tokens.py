@@ -327,6 +327,26 @@ def test_sigbus_guard_chains_the_programs_handler(probe_bin: Path, tmp_path: Pat
     assert out[-1] == "app handler"                                  # ... and chains to it
 
 
+def test_sigbus_guard_goes_back_in_front_of_a_later_handler(probe_bin: Path, tmp_path: Path,
+                                                            shim_env: dict[str, str]) -> None:
+    """A program that installs its own SIGBUS handler after the guard: the guard notices on a
+    later gated launch (checked every 100 ms) and goes back in front, chaining it."""
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=segment.GATE_WAIT, gate_max_wait_us=2000)
+    prod = play_production(tmp_path, seg)
+    try:
+        p = subprocess.run([str(probe_bin), "init", "launch:1:1:32", "bushandler", "busowner",
+                            "sleep:150", "launch:1:1:32", "busowner", "sigbus"],
+                           env=dict(shim_env, TGS_SEGMENT=str(seg.path)), capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        seg.close()
+        prod.close()
+    out = [ln for ln in p.stdout.splitlines() if ln.startswith(("busowner", "app"))]
+    assert out == ["busowner app", "busowner other", "app handler"], p.stdout
+    assert p.returncode == 3
+
+
 _WAKER = r"""
 #include <fcntl.h>
 #include <limits.h>

@@ -128,3 +128,31 @@ def test_read_lock_layout_matches_flock() -> None:
     from tgs.intercept import ofd
     assert struct.calcsize("hhqqi4x") == 32
     assert ofd._flock(fcntl.F_WRLCK, 5) == struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 5, 1, 0)
+
+
+def test_busy_count_left_by_dead_processes_is_discounted(tmp_path: Path) -> None:
+    """A production pub whose busy count stays above its live busy processes (processes that
+    died busy, or a lie) gets the excess as busy_bias in the device table; when the count comes
+    back, so does the bias."""
+    from tgs.intercept import device
+
+    with daemon(tmp_path) as d:
+        c = d.client()
+        seg = c.register("prod", priority="production")["segment"]
+        c.register("opp")
+        dev_path = device.device_segment_path(Path(seg).parent, 0)
+
+        def table() -> dict[str, device.DevJob]:
+            with device.open_device(dev_path) as dv:
+                return {j.name: j for j in dv.jobs()}
+
+        assert wait_for(lambda: set(table()) == {"prod", "opp"})
+        assert table()["prod"].priority == 0 and table()["opp"].priority == 1
+        with pub.open_pub(pub.pub_path(seg, "prod")) as pp:
+            pp.view.busy = 2
+            assert wait_for(lambda: table()["prod"].busy_bias == 2)
+            pp.view.busy = 0
+            assert wait_for(lambda: table()["prod"].busy_bias == 0)
+        assert c.status()["busy_bias_changes"] >= 2
+        c.unregister("opp")
+        assert wait_for(lambda: set(table()) == {"prod"})

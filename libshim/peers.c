@@ -12,18 +12,14 @@
  * either the old file, the new one or zeros ("idle, no history"), never an
  * unmapped address.
  *
- * SIGBUS guard: a pub's owner can truncate its file; touching the page then
- * raises SIGBUS.  The handler (SA_SIGINFO, installed once and re-checked on
- * slow paths, chaining the previous handler) replaces a faulting page of the
- * region with a zero page and flags it; the next slow path re-validates it.
- * Any other SIGBUS goes to the previous handler, or gets the default action.
+ * A pub's owner can truncate its file: the SIGBUS guard (sigbus.c) then puts
+ * a zero page over the faulting page of the region and flags it; the next
+ * slow path here re-validates it.
  *
  * The table is re-read when the device segment's list_seq changes (one
  * relaxed load on gated launches), under its sequence lock.
  */
-#include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -32,16 +28,10 @@
 #include "shim.h"
 
 #define RETRY_NS 1000000000ull   /* a missing/invalid file is looked at again after 1 s */
-#define GUARD_CHECK_NS 100000000ull /* the SIGBUS handler is checked again every 100 ms */
 
 static size_t page_size(void)
 {
-    static size_t pg;
-    if (!pg) {
-        long v = sysconf(_SC_PAGESIZE);
-        pg = v > 0 ? (size_t)v : 4096;
-    }
-    return pg;
+    return tgs_g.peers.page;
 }
 
 static char *page_at(int k)
@@ -58,69 +48,6 @@ static int zero_page(int k)
 {
     return mmap(page_at(k), page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
                 0) != MAP_FAILED;
-}
-
-/* ---------------------------------------------------------------- SIGBUS guard */
-
-static struct sigaction prev_bus;
-static __thread int in_bus __attribute__((tls_model("initial-exec")));
-
-static void on_sigbus(int sig, siginfo_t *si, void *uc)
-{
-    struct tgs_peers *P = &tgs_g.peers;
-    /* a previous handler that chains back to us (it was installed after us and we
-     * re-installed ourselves in front of it) must not loop: the second time round
-     * it is the default action */
-    if (in_bus)
-        goto dfl;
-    in_bus = 1;
-    char *a = si ? (char *)si->si_addr : NULL, *r = P->region;
-    if (r && a >= r && a < r + (size_t)TGS_PEER_PAGES * page_size()) {
-        int k = (int)((size_t)(a - r) / page_size());
-        if (zero_page(k)) {
-            P->page_damaged[k] = 1;
-            P->damaged = 1;
-            in_bus = 0;
-            return; /* the read is retried and now sees zeros */
-        }
-    }
-    if (prev_bus.sa_flags & SA_SIGINFO) {
-        if (prev_bus.sa_sigaction) {
-            prev_bus.sa_sigaction(sig, si, uc);
-            in_bus = 0;
-            return;
-        }
-    } else if (prev_bus.sa_handler != SIG_DFL && prev_bus.sa_handler != SIG_IGN) {
-        prev_bus.sa_handler(sig);
-        in_bus = 0;
-        return;
-    }
-dfl:;
-    /* a real fault: the default action (the faulting access runs again) */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    sigaction(SIGBUS, &dfl, NULL);
-    if (!si || si->si_code <= 0)
-        raise(sig); /* sent, not a fault: deliver it again with the default action */
-}
-
-/* Installed, or still installed (a program may have replaced it since). */
-static void guard(void)
-{
-    struct sigaction cur;
-    if (sigaction(SIGBUS, NULL, &cur) != 0)
-        return;
-    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigbus)
-        return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_sigbus;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    prev_bus = cur;
-    if (sigaction(SIGBUS, &sa, NULL) == 0)
-        tgs_g.peers.guard = 1;
 }
 
 /* ---------------------------------------------------------------- mapping */
@@ -207,13 +134,15 @@ static void refresh_locked(uint64_t now)
 {
     struct tgs_peers *P = &tgs_g.peers;
     if (!P->region) {
-        void *r = mmap(NULL, (size_t)TGS_PEER_PAGES * page_size(), PROT_READ,
+        long pg = sysconf(_SC_PAGESIZE);
+        P->page = pg > 0 ? (size_t)pg : 4096;
+        void *r = mmap(NULL, (size_t)TGS_PEER_PAGES * P->page, PROT_READ,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (r == MAP_FAILED)
             return;
         P->region = r;
     }
-    guard();
+    tgs_guard_install();
     P->damaged = 0;
     int dk = TGS_PEER_PAGES - 1;
     if (!P->dev || P->page_damaged[dk]) {
@@ -267,19 +196,6 @@ static void refresh_locked(uint64_t now)
     P->list_seq = seq;
 }
 
-/* Still installed?  A program may install its own SIGBUS handler after us
- * (then ours goes back in front of it, chaining it). */
-static void guard_recheck(struct tgs_peers *P)
-{
-    uint64_t now = tgs_now_ns();
-    if (now - __atomic_load_n(&P->guard_checked_ns, __ATOMIC_RELAXED) < GUARD_CHECK_NS ||
-        pthread_mutex_trylock(&P->mu) != 0)
-        return;
-    guard();
-    __atomic_store_n(&P->guard_checked_ns, now, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&P->mu);
-}
-
 int tgs_peers_refresh(void)
 {
     struct tgs_peers *P = &tgs_g.peers;
@@ -287,7 +203,7 @@ int tgs_peers_refresh(void)
     if (TGS_LIKELY(d && !P->damaged && !P->retry_ns &&
                    __atomic_load_n(&d->list_seq, __ATOMIC_ACQUIRE) == P->list_seq)) {
         if (P->guard)
-            guard_recheck(P);
+            tgs_guard_recheck();
         return 1;
     }
     if (!tgs_g.ctl)

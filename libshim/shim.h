@@ -121,6 +121,7 @@ struct tgs_peer {
 struct tgs_peers {
     pthread_mutex_t mu;
     char *region;               /* TGS_PEER_PAGES pages, PROT_READ */
+    size_t page;                /* the page size */
     const struct tgs_dev_segment *dev;  /* = last page, when the device segment is valid */
     uint64_t list_seq;          /* the device list_seq the table was read at */
     volatile int damaged;       /* set by the SIGBUS guard: re-validate on a slow path */
@@ -286,6 +287,10 @@ uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */
 const uint32_t *tgs_prod_futex(uint32_t *val); /* a busy production pub's idle_futex */
+
+/* sigbus.c: the guard over peers.c's region (install: caller holds peers.mu) */
+void tgs_guard_install(void);
+void tgs_guard_recheck(void);
 
 /* sync_hooks.c */
 int tgs_gate_on(void);              /* the device segment is usable (warns once if not) */

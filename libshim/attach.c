@@ -10,156 +10,17 @@
  * static TGS_MEM_LIMIT).  A forked child drops the inherited slot and
  * attaches again on first use.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
-
-int tgs_ofd_lock(int fd, int byte, int wait)
-{
-    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
-    for (;;) {
-        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
-            return 0;
-        if (errno != EINTR)
-            return -1;
-    }
-}
-
-void tgs_ofd_unlock(int fd, int byte)
-{
-    struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
-    (void)fcntl(fd, F_OFD_SETLK, &fl);
-}
-
-int tgs_ofd_held(int fd, int byte)
-{
-    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
-    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
-        return 1; /* unknown: assume alive (never steal on doubt) */
-    return fl.l_type != F_UNLCK;
-}
 
 void tgs_heartbeat(void)
 {
     struct tgs_slot *s = tgs_slot();
     if (s)
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
-}
-
-static const char *validate_ident(const struct tgs_ident *id, uint64_t magic, uint32_t hsize,
-                                  uint32_t ssize, uint64_t size)
-{
-    static char why[160];
-    if (id->magic != magic)
-        return "bad magic (not a TGS file of this kind)";
-    if (id->version != TGS_SEG_VERSION) {
-        snprintf(why, sizeof(why), "version %u, this shim understands %u", id->version,
-                 TGS_SEG_VERSION);
-        return why;
-    }
-    if (id->header_size != hsize || id->slot_size != ssize || id->lanes != TGS_SEG_LANES)
-        return "layout mismatch (header/slot size or lanes)";
-    if (id->nslots < 1 || id->nslots > TGS_SEG_MAX_SLOTS)
-        return "nslots out of range";
-    if (id->total_size != hsize + (uint64_t)id->nslots * ssize)
-        return "total_size does not match nslots";
-    if (id->total_size != size)
-        return "file size differs from total_size (truncated?)";
-    return NULL;
-}
-
-/* Map a whole regular file; *why says what failed. */
-static void *map_file(const char *path, int flags, int prot, size_t min, int *fd_out,
-                      size_t *size_out, const char **why)
-{
-    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) {
-        *why = strerror(errno);
-        return NULL;
-    }
-    struct stat st;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        *why = "not a regular file";
-    else if (st.st_size < (off_t)min)
-        *why = "file smaller than its header (truncated?)";
-    else if ((p = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0)) == MAP_FAILED)
-        *why = strerror(errno);
-    if (p == MAP_FAILED) {
-        close(fd);
-        return NULL;
-    }
-    *size_out = (size_t)st.st_size;
-    if (fd_out)
-        *fd_out = fd;
-    else
-        close(fd);
-    return p;
-}
-
-/* The path next to the segment: TGS_SEGMENT's directory + "/" + leaf. */
-static void beside_segment(char *out, size_t cap, const char *leaf)
-{
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", tgs_g.opt.segment_path);
-    snprintf(out, cap, "%s/%s", dirname(dir), leaf);
-}
-
-static void ctl_path(char *out, size_t cap)
-{
-    const char *seg = tgs_g.opt.segment_path;
-    if (tgs_g.opt.ctl_path[0]) {
-        snprintf(out, cap, "%s", tgs_g.opt.ctl_path);
-        return;
-    }
-    size_t n = strlen(seg);
-    if (n > 4 && strcmp(seg + n - 4, ".seg") == 0)
-        snprintf(out, cap, "%.*s.ctl", (int)(n - 4), seg);
-    else
-        snprintf(out, cap, "%s.ctl", seg);
-}
-
-/* Our own publish page (read-write): production's busy count and gaps, an
- * opportunistic job's gap claim.  Missing or invalid: no publishing. */
-static void map_own_pub(const struct tgs_ctl_header *c)
-{
-    char path[4200];
-    if (tgs_g.opt.pub_path[0])
-        snprintf(path, sizeof(path), "%s", tgs_g.opt.pub_path);
-    else if (tgs_g.opt.pub_dir[0])
-        snprintf(path, sizeof(path), "%s/%.64s.pub", tgs_g.opt.pub_dir, c->id.job_name);
-    else {
-        char leaf[96];
-        snprintf(leaf, sizeof(leaf), "pub/%.64s.pub", c->id.job_name);
-        beside_segment(path, sizeof(path), leaf);
-    }
-    const char *why = NULL;
-    size_t size = 0;
-    struct tgs_pub *p = map_file(path, O_RDWR, PROT_READ | PROT_WRITE, sizeof(struct tgs_pub),
-                                 NULL, &size, &why);
-    if (p && (size != sizeof(*p) || p->magic != TGS_PUB_MAGIC || p->version != TGS_SEG_VERSION ||
-              p->size != sizeof(*p) ||
-              strncmp(p->job_name, c->id.job_name, TGS_SEG_NAME_MAX) != 0)) {
-        why = "not this job's publish page";
-        munmap(p, size);
-        p = NULL;
-    }
-    if (!p) {
-        uint32_t gate = TGS_RELAXED_LOAD(&c->gate_flags);
-        if (gate && !__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
-            tgs_log(TGS_LOG_WARN, "publish page %s: %s; %s", path, why,
-                    (gate & TGS_GATE_PUBLISH) ? "this job's activity is not published"
-                                              : "this job's gap claims are not published");
-        return;
-    }
-    tgs_g.pub = p;
 }
 
 static void fill_slot(struct tgs_slot *s)
@@ -203,37 +64,13 @@ static void reclaim_dead(struct tgs_seg_header *h, int fd, uint32_t mine)
 static int attach(void)
 {
     const char *path = tgs_g.opt.segment_path;
-    char cpath[4200];
-    ctl_path(cpath, sizeof(cpath));
-    const char *why = NULL;
     size_t csize = 0, size = 0;
-    const struct tgs_ctl_header *c = map_file(cpath, O_RDONLY, PROT_READ,
-                                              sizeof(struct tgs_ctl_header), NULL, &csize, &why);
-    if (c && (why = validate_ident(&c->id, TGS_CTL_MAGIC, sizeof(struct tgs_ctl_header),
-                                   sizeof(struct tgs_ctl_slot), csize))) {
-        munmap((void *)c, csize);
-        c = NULL;
-    }
-    if (!c) {
-        tgs_log(TGS_LOG_ERROR, "control segment %s: %s; running without the job's limits", cpath,
-                why);
-        return -1;
-    }
     int fd = -1;
-    struct tgs_seg_header *h = map_file(path, O_RDWR, PROT_READ | PROT_WRITE,
-                                        sizeof(struct tgs_seg_header), &fd, &size, &why);
-    if (h && (why = validate_ident(&h->id, TGS_SEG_MAGIC, sizeof(struct tgs_seg_header),
-                                   sizeof(struct tgs_slot), size)) == NULL &&
-        (h->id.nslots != c->id.nslots || h->id.created_ns != c->id.created_ns ||
-         strncmp(h->id.job_name, c->id.job_name, TGS_SEG_NAME_MAX) != 0))
-        why = "does not belong to the job of its control segment";
-    if (h && why) {
-        munmap(h, size);
-        close(fd);
-        h = NULL;
-    }
+    const struct tgs_ctl_header *c = tgs_map_ctl(&csize);
+    if (!c)
+        return -1;
+    struct tgs_seg_header *h = tgs_map_seg(c, &fd, &size);
     if (!h) {
-        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path, why);
         munmap((void *)c, csize);
         return -1;
     }
@@ -242,7 +79,7 @@ static int attach(void)
     tgs_g.map_size = size;
     tgs_g.ctl = c;
     tgs_g.ctl_size = csize;
-    map_own_pub(c);
+    tgs_g.pub = tgs_map_own_pub(c);
     const struct tgs_ctl_slot *lines = (const struct tgs_ctl_slot *)(c + 1);
     for (uint32_t i = 0; i < h->id.nslots; i++) {
         if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)i, 0) != 0)
@@ -280,26 +117,6 @@ static int attach(void)
     tgs_g.slot = NULL;
     tgs_g.slot_idx = -1;
     return -1;
-}
-
-/* For peers.c: where the device segment and the other jobs' pubs are. */
-void tgs_device_path(char *out, size_t cap, int32_t index)
-{
-    if (tgs_g.opt.device_path[0]) {
-        snprintf(out, cap, "%s", tgs_g.opt.device_path);
-        return;
-    }
-    char leaf[64];
-    snprintf(leaf, sizeof(leaf), "device-%d.seg", (int)index);
-    beside_segment(out, cap, leaf);
-}
-
-void tgs_pub_dir(char *out, size_t cap)
-{
-    if (tgs_g.opt.pub_dir[0])
-        snprintf(out, cap, "%s", tgs_g.opt.pub_dir);
-    else
-        beside_segment(out, cap, "pub");
 }
 
 void tgs_attach_slow(void)

@@ -244,6 +244,11 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s);
 int tgs_ofd_lock(int fd, int byte, int wait);
 void tgs_ofd_unlock(int fd, int byte);
 int tgs_ofd_held(int fd, int byte);   /* another description holds a lock on it */
+
+/* files.c: the job's files, validated (NULL and one stderr line on any problem) */
+const struct tgs_ctl_header *tgs_map_ctl(size_t *size);
+struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size_t *size);
+struct tgs_pub *tgs_map_own_pub(const struct tgs_ctl_header *c);
 void tgs_device_path(char *out, size_t cap, int32_t index);
 void tgs_pub_dir(char *out, size_t cap);
 static inline struct tgs_slot *tgs_slot_at(struct tgs_seg_header *h, uint32_t i)

@@ -1,5 +1,5 @@
 /*
- * libshim/attach.c: mapping the job segment and owning a slot.
+ * libshim/attach.c: attaching to the job (files.c maps its files) and owning a slot.
  *
  * Lazily on the first hooked call that needs it, a process maps the job's
  * control segment (TGS_CTL, read-only), the job segment (TGS_SEGMENT) and its

@@ -119,6 +119,17 @@ static int attach(void)
     return -1;
 }
 
+/* A refused allocation: the memory of processes that died since we attached
+ * may be what is missing (the controller does not reclaim). */
+void tgs_reclaim_dead(void)
+{
+    pthread_mutex_lock(&tgs_g.attach_mu);   /* one reclaimer per process: OFD locks are shared */
+    if (__atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE) == TGS_ATTACH_OK && tgs_g.hdr &&
+        tgs_g.slot_idx >= 0)
+        reclaim_dead(tgs_g.hdr, tgs_g.fd, (uint32_t)tgs_g.slot_idx);
+    pthread_mutex_unlock(&tgs_g.attach_mu);
+}
+
 void tgs_attach_slow(void)
 {
     tgs_ensure_init();

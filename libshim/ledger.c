@@ -125,21 +125,33 @@ static int add_fits(uint64_t used, uint64_t n, uint64_t quota)
     return quota == TGS_QUOTA_UNLIMITED || (n <= quota && used <= quota - n);
 }
 
+static int admit_locked(struct tgs_slot *s, uint64_t bytes)
+{
+    struct tgs_seg_header *h = tgs_g.hdr;
+    ledger_enter(h);
+    int ok = add_fits(h->mem_used, bytes, TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota));
+    if (ok) {
+        s->mem_used += bytes;
+        h->mem_used += bytes;
+        if (h->mem_used > h->mem_peak)
+            h->mem_peak = h->mem_used;
+    }
+    ledger_exit(h);
+    return ok;
+}
+
 int tgs_mem_admit(uint64_t bytes)
 {
     struct tgs_slot *s = tgs_slot();
     if (s) {
-        struct tgs_seg_header *h = tgs_g.hdr;
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
-        ledger_enter(h);
-        int ok = add_fits(h->mem_used, bytes, TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota));
-        if (ok) {
-            s->mem_used += bytes;
-            h->mem_used += bytes;
-            if (h->mem_used > h->mem_peak)
-                h->mem_peak = h->mem_used;
+        int ok = admit_locked(s, bytes);
+        if (!ok) {
+            /* over quota: first give back what dead processes of the job still hold
+             * (slow path, rare: the caller is about to see an OOM) */
+            tgs_reclaim_dead();
+            ok = admit_locked(s, bytes);
         }
-        ledger_exit(h);
         if (ok)
             TGS_RELAXED_STORE(&s->alloc_count, s->alloc_count + 1);
         else

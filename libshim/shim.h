@@ -241,6 +241,7 @@ void tgs_heartbeat(void);
 void tgs_atfork_child(void);
 void tgs_detach(void);
 void tgs_reclaim_slot_locked(struct tgs_slot *s);
+void tgs_reclaim_dead(void);    /* every dead slot of the job (not ours) goes back to it */
 int tgs_ofd_lock(int fd, int byte, int wait);
 void tgs_ofd_unlock(int fd, int byte);
 int tgs_ofd_held(int fd, int byte);   /* another description holds a lock on it */

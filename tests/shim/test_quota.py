@@ -256,3 +256,29 @@ def test_many_processes_race_one_quota_exactly(probe_bin: Path, tmp_path: Path,
             finish(p)
     assert _used(job) == 0
     seg.close()
+
+
+def test_refused_allocation_first_reclaims_dead_processes(probe_bin: Path, job: Job) -> None:
+    """A process that attached before another one died: when the dead process's memory is what
+    its allocation lacks, the refusal path reclaims the dead slot and admits it."""
+    dead = subprocess.Popen([str(probe_bin), "init", "alloc:700000", "ready"], env=job.env,
+                            text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    live = subprocess.Popen([str(probe_bin), "init", "meminfo", "ready", "alloc:900000",
+                             "meminfo"], env=job.env, text=True, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    try:
+        assert dead.stdout is not None and live.stdout is not None
+        assert [dead.stdout.readline().strip() for _ in range(3)][2] == "ready"
+        assert [live.stdout.readline().strip() for _ in range(3)][2] == "ready"
+        dead.kill()
+        dead.wait(10)
+        assert _used(job) == 700000                   # nobody has reclaimed it yet
+        out, _ = live.communicate("go\n", timeout=20)
+        assert out.splitlines()[0] == "alloc 0"
+        assert out.splitlines()[1].split()[1] == str(MiB - 900000)
+    finally:
+        for p in (dead, live):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert _used(job) == 0

@@ -27,7 +27,8 @@
 
 #include "shim.h"
 
-#define RETRY_NS 1000000000ull   /* a missing/invalid file is looked at again after 1 s */
+#define RETRY_NS 100000000ull    /* a missing/invalid file is looked at again after 100 ms */
+#define TABLE_RETRY_NS 1000000ull /* a table caught mid-write is read again after 1 ms */
 
 static size_t page_size(void)
 {
@@ -112,10 +113,10 @@ static int map_dev(void)
 static int read_table(const struct tgs_dev_segment *d, struct tgs_dev_job *out, uint32_t *n,
                       uint64_t *seq)
 {
-    for (int tries = 0; tries < 100; tries++) {
+    for (int tries = 0; tries < 8; tries++) {
         uint64_t s1 = __atomic_load_n(&d->list_seq, __ATOMIC_ACQUIRE);
         if (s1 & 1) {
-            tgs_sleep_ns(1000);
+            tgs_sleep_ns(1000);     /* the controller is writing it: a few microseconds */
             continue;
         }
         uint32_t nj = __atomic_load_n(&d->njobs, __ATOMIC_RELAXED);
@@ -155,9 +156,11 @@ static void refresh_locked(uint64_t now)
     struct tgs_dev_job jobs[TGS_DEV_MAX_JOBS];
     uint32_t n = 0;
     uint64_t seq = 0;
-    if (!read_table(P->dev, jobs, &n, &seq))
-        return; /* next slow path tries again */
-    P->retry_ns = 0;
+    if (!read_table(P->dev, jobs, &n, &seq)) {
+        P->retry_ns = now + TABLE_RETRY_NS;   /* keep the old table until then */
+        return;
+    }
+    uint64_t next = 0;                        /* the earliest pending retry of a pub */
     for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
         struct tgs_peer *e = &P->e[k];
         const struct tgs_dev_job *j = &jobs[k];
@@ -167,6 +170,7 @@ static void refresh_locked(uint64_t now)
         int retry = want && !e->used && e->retry_ns && now < e->retry_ns &&
                     e->generation == j->generation &&
                     strncmp(e->name, j->name, TGS_SEG_NAME_MAX) == 0;
+        int up = same;                        /* mapped and valid */
         if (!same && !retry) {
             if (P->page_damaged[k])
                 tgs_log(TGS_LOG_INFO, "the publish page of job %.64s was truncated under us: "
@@ -181,11 +185,13 @@ static void refresh_locked(uint64_t now)
                 memcpy(e->name, j->name, TGS_SEG_NAME_MAX);
                 e->generation = j->generation;
             }
-            if (!ok)
-                continue;
-        } else if (retry) {
-            if (!P->retry_ns || e->retry_ns < P->retry_ns)
-                P->retry_ns = e->retry_ns;
+            up = ok;
+        }
+        if (!want)
+            continue;
+        if (!up) {                            /* missing or invalid: looked at again later */
+            if (!next || e->retry_ns < next)
+                next = e->retry_ns;
             continue;
         }
         e->priority = j->priority;
@@ -193,6 +199,7 @@ static void refresh_locked(uint64_t now)
         e->gap_mask = j->gap_mask;
         __atomic_store_n(&e->used, 1, __ATOMIC_RELEASE);
     }
+    P->retry_ns = next;
     P->list_seq = seq;
 }
 
@@ -209,9 +216,8 @@ int tgs_peers_refresh(void)
     if (!tgs_g.ctl)
         return 0;
     uint64_t now = tgs_now_ns();
-    if (P->retry_ns && now < P->retry_ns && !P->damaged &&
-        (!d || __atomic_load_n(&d->list_seq, __ATOMIC_ACQUIRE) == P->list_seq))
-        return d != NULL;
+    if (P->retry_ns && now < P->retry_ns && !P->damaged)
+        return d != NULL;   /* a list change is picked up at the retry, at most 100 ms late */
     pthread_mutex_lock(&P->mu);
     refresh_locked(now);
     pthread_mutex_unlock(&P->mu);

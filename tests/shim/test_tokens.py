@@ -405,3 +405,33 @@ def test_hostile_futex_wakes_do_not_make_the_waiter_spin(probe_bin: Path, tmp_pa
     held_ns = int(p.stdout.read().splitlines()[1].split()[3])
     assert held_ns > 1.2e9                         # held for (about) its max wait ...
     assert ru.ru_utime + ru.ru_stime < 0.4, (ru.ru_utime, ru.ru_stime)   # ... mostly asleep
+
+
+def test_missing_pub_is_looked_at_again(probe_bin: Path, tmp_path: Path,
+                                        shim_env: dict[str, str]) -> None:
+    """A listed production pub that is missing reads as idle; once it exists (and is busy) the
+    opportunistic process sees it at its next look (100 ms), with no change to the list."""
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=segment.GATE_WAIT, gate_max_wait_us=200_000)
+    prod = play_production(tmp_path, seg)
+    prod.set_busy(1)
+    good = prod.pub.path.read_bytes()
+    prod.pub.path.unlink()
+    p = subprocess.Popen([str(probe_bin), "init", "launch:2:1:32", "ready", "launch:2:1:32"],
+                         env=dict(shim_env, TGS_SEGMENT=str(seg.path)), text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        assert p.stdout.readline().strip() == "init 0"
+        assert int(p.stdout.readline().split()[3]) < 0.2e9      # not held: no pub, idle
+        assert p.stdout.readline().strip() == "ready"
+        prod.pub.path.write_bytes(good)
+        time.sleep(0.3)
+        out, _ = p.communicate("go\n", timeout=30)
+        assert int(out.splitlines()[0].split()[3]) > 0.35e9      # held twice by the gate
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        seg.close()
+        prod.close()

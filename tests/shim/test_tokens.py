@@ -435,3 +435,27 @@ def test_missing_pub_is_looked_at_again(probe_bin: Path, tmp_path: Path,
             p.wait()
         seg.close()
         prod.close()
+
+
+def test_opportunistic_tenant_cannot_hold_another_back(probe_bin: Path, tmp_path: Path,
+                                                       shim_env: dict[str, str]) -> None:
+    """Attack 4 of issue 10, from an opportunistic tenant: it writes busy = 1000 (and a claim
+    on every gap) into its own pub.  Another opportunistic job is not held: only production
+    pubs count as busy, and a gap's claim is read from its owner's pub only."""
+    victim = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                            gate_flags=segment.GATE_WAIT, gate_max_wait_us=500_000)
+    liar = segment.create(tmp_path / "liar.seg", "liar",
+                          priority=segment.PRIORITY_OPPORTUNISTIC)
+    prod = play_production(tmp_path, victim, liar)            # production idle
+    lp = own_pub(liar)
+    try:
+        lp.view.busy, lp.view.busy_seq, lp.view.gap_claim = 1000, 77, 1
+        lp.view.idle_futex = 5
+        t = int(run_probe(probe_bin, dict(shim_env, TGS_SEGMENT=str(victim.path)), "init",
+                          "launch:4:1:32")[1].split()[3])
+        assert t < 0.4e9                                       # never held for 4 x 0.5 s
+    finally:
+        lp.close()
+        liar.close()
+        victim.close()
+        prod.close()

@@ -200,3 +200,36 @@ def test_gap_ownership(probe_bin: Path,
         for t in timers:
             t.cancel()
         p.close()
+
+
+def test_one_production_job_cannot_lengthen_anothers_gap(probe_bin: Path, opp: Opp) -> None:
+    """Two production jobs: the gap ends when the first of them is predicted back.  A production
+    tenant that claims a fresh, 10 s gap in its own pub cannot make an opportunistic kernel run
+    into the other production job's return."""
+    env, seg, dev, played = opp
+    liar = segment.create(seg.path.with_name("liar.seg"), "liar",
+                          gate_flags=segment.GATE_PUBLISH)
+    list_jobs(played.dev, played.seg, liar, seg)
+    lp = own_pub(liar)
+    p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:700000:1000")
+    timers: list[threading.Timer] = []
+    try:
+        set_history(lp, 10_000_000_000, 10_000_000_000)
+        go_idle(lp)                                   # "my gap just began and lasts 10 s"
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        set_history(dev, 1_000_000_000, 950_000_000)
+        go_idle(dev, ago_ns=500_000_000)              # the honest job is back in 450 ms
+        p.go()                                        # a 0.7 s kernel does not fit in that
+        timers = [threading.Timer(0.3, go_busy, args=(dev,)),
+                  threading.Timer(0.6, lambda: (set_history(dev, 2_500_000_000, 2_400_000_000),
+                                                go_idle(dev)))]
+        for t in timers:
+            t.start()
+        waited = p.timed_ns()
+        assert 0.55e9 <= waited < 4e9, waited         # it went with the honest job's next gap
+    finally:
+        for t in timers:
+            t.cancel()
+        p.close()
+        lp.close()
+        liar.close()

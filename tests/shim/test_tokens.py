@@ -459,3 +459,30 @@ def test_opportunistic_tenant_cannot_hold_another_back(probe_bin: Path, tmp_path
         liar.close()
         victim.close()
         prod.close()
+
+
+def test_truncated_device_segment_cannot_kill_a_job(probe_bin: Path, tmp_path: Path,
+                                                    shim_env: dict[str, str]) -> None:
+    """Defence in depth for attack 1 of issue 10: tenants get the device segment read-only, but
+    even if it were truncated under a running job, the guard covers it: gating goes off, the
+    job runs on and exits 0."""
+    seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
+                         gate_flags=segment.GATE_WAIT, gate_max_wait_us=2000)
+    prod = play_production(tmp_path, seg)
+    prod.set_busy(1)
+    p = subprocess.Popen([str(probe_bin), "init", "launch:1:1:32", "ready", "launchfor:1:10:32"],
+                         env=dict(shim_env, TGS_SEGMENT=str(seg.path)), text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        assert [p.stdout.readline().split()[0] for _ in range(3)] == ["init", "launch", "ready"]
+        os.truncate(prod.dev.path, 0)
+        out, err = p.communicate("go\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        seg.close()
+        prod.close()
+    assert p.returncode == 0, err
+    assert int(out.splitlines()[0].split()[1]) > 0

@@ -122,7 +122,7 @@ class ControlLoop:
         samples: dict[str, list[SlotSample]] = {}
         signals: list[JobSignals] = []
         for job in jobs:
-            s = self._read(job)
+            s = self._read(job, dt)
             samples[job.rec.name] = s
             signals.append(self._signals(job, s, dt))
         devices = self._devices(signals)
@@ -148,7 +148,7 @@ class ControlLoop:
             self.overruns += 1
         return metrics
 
-    def _read(self, job: Job) -> list[SlotSample]:
+    def _read(self, job: Job, dt: float) -> list[SlotSample]:
         seg = job.seg
         assert isinstance(seg, JobSeg)
         try:
@@ -157,21 +157,30 @@ class ControlLoop:
             log.error("job %s: cannot read its segment: %s", job.rec.name, exc)
             seg.damaged, live, dead = str(exc), [], False
         if not seg.damaged:
-            self._totals(job, seg.retired(), live)
+            self._totals(job, seg.retired(), live, dt)
         if dead:
             self.dead_seen += 1
             log.info("job %s: a process died; its slot goes back to the job when the job's "
                      "next process attaches", job.rec.name)
         return live
 
-    def _totals(self, job: Job, retired: tuple[int, int, int], live: list[SlotSample]) -> None:
-        """Exact job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed
-        between the two reads makes the sum look briefly low: keep the high-water mark."""
+    def _totals(self, job: Job, retired: tuple[int, int, int], live: list[SlotSample],
+                dt: float) -> None:
+        """Job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed between
+        the two reads makes the sum look briefly low: keep the high-water mark.  The tenant
+        writes these counters: a total grows at most at a plausible rate per period."""
         tr = self.tracks.setdefault(job.rec.name, _Track())
-        tr.launches_total = max(tr.launches_total, retired[0] + sum(s.launches for s in live))
-        tr.work_total = max(tr.work_total, retired[1] + sum(s.work for s in live))
-        tr.throttled_ns_total = max(tr.throttled_ns_total,
-                                    retired[2] + sum(s.throttled_ns for s in live))
+        n = max(1, len(live))
+
+        def grow(old: int, cand: int, rate: float) -> int:
+            return max(old, min(cand, old + int(rate * dt * n)))
+
+        tr.launches_total = grow(tr.launches_total, retired[0] + sum(s.launches for s in live),
+                                 MAX_LAUNCH_RATE)
+        tr.work_total = grow(tr.work_total, retired[1] + sum(s.work for s in live),
+                             MAX_WORK_RATE)
+        tr.throttled_ns_total = grow(tr.throttled_ns_total,
+                                     retired[2] + sum(s.throttled_ns for s in live), 1e9)
 
     def _signals(self, job: Job, live: list[SlotSample], dt: float) -> JobSignals:
         tr = self.tracks.setdefault(job.rec.name, _Track())

@@ -156,3 +156,51 @@ def test_busy_count_left_by_dead_processes_is_discounted(tmp_path: Path) -> None
         assert c.status()["busy_bias_changes"] >= 2
         c.unregister("opp")
         assert wait_for(lambda: set(table()) == {"prod"})
+
+
+_CLAIM = r"""
+import sys, time
+from tgs.intercept import ofd, segment
+seg = segment.open_segment(sys.argv[1])
+assert ofd.try_lock(seg.fd, segment.LOCK_SLOT_BASE + 0)
+s = seg.tenant_slot(0)
+s.generation, s.state = 1, segment.SLOT_ACTIVE
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_lying_counters_are_limited_not_believed(tmp_path: Path) -> None:
+    from tgs.controller.loop import MAX_WORK_RATE
+    from tgs.intercept import segment as S
+    from tgs.intercept.tenant import PLAUSIBLE_BYTES
+
+    with daemon(tmp_path) as d:
+        c = d.client()
+        seg_path = c.register("liar")["segment"]
+        holder = subprocess.Popen([sys.executable, "-c", _CLAIM, seg_path], text=True,
+                                  stdout=subprocess.PIPE)
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+            assert wait_for(lambda: c.list()[0].get("processes") == 1)
+            with S.open_segment(seg_path) as seg:
+                s = seg.tenant_slot(0)
+                s.mem_used = (1 << 64) - 1
+                s.lanes[0].work = 1 << 63             # a jump no GPU can make
+                assert wait_for(lambda: c.list()[0].get("work_rate", 0) > 0)
+                rates = []
+                for _ in range(5):
+                    j = c.list()[0]
+                    rates.append(j["work_rate"])
+                    assert j["mem_used"] <= PLAUSIBLE_BYTES
+                    time.sleep(0.05)
+                assert max(rates) <= MAX_WORK_RATE * 1.01
+                total = c.list()[0]["work_total"]
+                assert total <= MAX_WORK_RATE * 5             # grows at a plausible rate only
+                s.lanes[0].work = 0                   # backwards: a delta of 0, never negative
+                time.sleep(0.3)
+                j = c.list()[0]
+                assert j["work_rate"] == 0 and j["work_total"] >= total
+                assert j["segment_damaged"] is None
+        finally:
+            stop(holder)

@@ -97,10 +97,12 @@ def build_ctl(job_name: str, device_index: int, device_uuid: str, nslots: int, c
     return bytes(buf)
 
 
-def open_control(path: str | os.PathLike[str]) -> ControlSegment:
+def open_control(path: str | os.PathLike[str], readonly: bool = False) -> ControlSegment:
+    """Map a .ctl (read-write for the controller; ``readonly`` for tools)."""
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(p, (os.O_RDONLY if readonly else os.O_RDWR) | os.O_CLOEXEC | os.O_NOFOLLOW
+                     | os.O_NONBLOCK)
     except OSError as exc:
         raise SegmentError(f"{p}: cannot open: {exc.strerror}") from exc
     try:
@@ -109,7 +111,8 @@ def open_control(path: str | os.PathLike[str]) -> ControlSegment:
             raise SegmentError(f"{p}: not a regular file")
         if st.st_size < CTL_HEADER_SIZE:
             raise SegmentError(f"{p}: file is {st.st_size} bytes, smaller than a header")
-        mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED,
+                       mmap.PROT_READ | (0 if readonly else mmap.PROT_WRITE))
     finally:
         os.close(fd)
     ctl = ControlSegment(p, mm)

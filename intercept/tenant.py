@@ -227,7 +227,7 @@ def live_processes(seg_path: str | os.PathLike[str], ctl_path: str | os.PathLike
     from .control import open_control
 
     try:
-        ctl = open_control(ctl_path)
+        ctl = open_control(ctl_path, readonly=True)
     except (SegmentError, OSError):
         return []
     try:

@@ -47,7 +47,7 @@ static uint64_t owner_id(uint32_t i, uint64_t generation)
  * the controller no longer reclaims (it never writes a tenant's file). */
 static void reclaim_dead(struct tgs_seg_header *h, int fd, uint32_t mine)
 {
-    for (uint32_t j = 0; j < h->id.nslots; j++) {
+    for (uint32_t j = 0; j < tgs_nslots(); j++) {
         struct tgs_slot *s = tgs_slot_at(h, j);
         if (j == mine || __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == TGS_SLOT_FREE)
             continue;
@@ -81,7 +81,7 @@ static int attach(void)
     tgs_g.ctl_size = csize;
     tgs_g.pub = tgs_map_own_pub(c);
     const struct tgs_ctl_slot *lines = (const struct tgs_ctl_slot *)(c + 1);
-    for (uint32_t i = 0; i < h->id.nslots; i++) {
+    for (uint32_t i = 0; i < tgs_nslots(); i++) {
         if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)i, 0) != 0)
             continue;
         struct tgs_slot *s = tgs_slot_at(h, i);
@@ -104,7 +104,7 @@ static int attach(void)
         return 0;
     }
     tgs_log(TGS_LOG_ERROR, "segment %s: all %u slots are taken; running without the job's limits",
-            path, h->id.nslots);
+            path, tgs_nslots());
     munmap(h, tgs_g.map_size);
     munmap((void *)c, csize);
     if (tgs_g.pub)

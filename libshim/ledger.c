@@ -33,7 +33,7 @@ static int owner_dead(struct tgs_seg_header *h, uint64_t owner)
     if (owner == tgs_g.ledger_id)
         return 0;
     uint64_t idx1 = owner >> TGS_LEDGER_SLOT_SHIFT;
-    if (idx1 == 0 || idx1 > h->id.nslots)
+    if (idx1 == 0 || idx1 > tgs_nslots())
         return 1;
     struct tgs_slot *s = tgs_slot_at(h, (uint32_t)(idx1 - 1));
     if ((TGS_RELAXED_LOAD(&s->generation) & TGS_LEDGER_GEN_MASK) != (owner & TGS_LEDGER_GEN_MASK))
@@ -84,7 +84,7 @@ static void ledger_enter(struct tgs_seg_header *h)
         lock_word_slow(h, me);
     if (h->ledger_dirty) { /* the previous holder died mid-update */
         uint64_t sum = 0;
-        for (uint32_t i = 0; i < h->id.nslots; i++)
+        for (uint32_t i = 0; i < tgs_nslots(); i++)
             sum += tgs_slot_at(h, i)->mem_used;
         h->mem_used = sum;
     }

@@ -252,6 +252,12 @@ struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size
 struct tgs_pub *tgs_map_own_pub(const struct tgs_ctl_header *c);
 void tgs_device_path(char *out, size_t cap, int32_t index);
 void tgs_pub_dir(char *out, size_t cap);
+/* The slot count, from the read-only .ctl (the .seg's copy is the tenant's to scribble on);
+ * only valid while attached. */
+static inline uint32_t tgs_nslots(void)
+{
+    return tgs_g.ctl->id.nslots;
+}
 static inline struct tgs_slot *tgs_slot_at(struct tgs_seg_header *h, uint32_t i)
 {
     return (struct tgs_slot *)((char *)h + sizeof(*h) + (size_t)i * sizeof(struct tgs_slot));

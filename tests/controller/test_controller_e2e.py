@@ -31,8 +31,12 @@ def test_production_keeps_its_speed_and_opportunistic_progresses(
         with start_workload(OPP, env=oenv) as opp:
             opp.wait_started()
             time.sleep(0.5)
-            shared = run_workload(PROD, env=penv)
-            jobs = {j["name"]: j for j in c.list()}
+            with start_workload(PROD, env=penv) as prod:
+                prod.wait_started()
+                time.sleep(1.5)
+                # controls while production runs (once it has exited the policy opens up)
+                jobs = {j["name"]: j for j in c.list()}
+                shared = prod.wait(timeout=120)
             assert jobs["prod"]["rate"] is None and jobs["prod"]["gate"] == 1
             assert jobs["opp"]["gate"] == GATE_WAIT | GATE_FIT and jobs["opp"]["inflight_cap"] > 0
             seg_dir = Path(penv["TGS_SEGMENT"]).parent

@@ -173,3 +173,38 @@ def test_fork_child_takes_its_own_slot(probe_bin: Path, job: Job) -> None:
     assert job.seg.ledger()[0] == 2000 and job.seg.live_slots() == []
     run_probe(probe_bin, job.env, "init", "meminfo")
     assert job.seg.ledger()[0] == 0 and job.seg.snapshot() == []
+
+
+def test_files_found_through_their_variables(probe_bin: Path, tmp_path: Path,
+                                             shim_env: dict[str, str]) -> None:
+    """TGS_CTL, TGS_PUB, TGS_PUB_DIR and TGS_DEVICE_SEG point the shim at files away from the
+    segment's directory (as in a container): the quota holds and the gate reads the
+    production pub found through the device segment and the pub directory."""
+    import shutil
+
+    from shim_helpers import play_production
+    seg = segment.create(tmp_path / "opp.seg", "opp", mem_quota=1 << 20,
+                         priority=segment.PRIORITY_OPPORTUNISTIC, gate_flags=segment.GATE_WAIT,
+                         gate_max_wait_us=200_000)
+    prod = play_production(tmp_path, seg)
+    prod.set_busy(1)
+    away = tmp_path / "away"
+    (away / "pubs").mkdir(parents=True)
+    try:
+        env = dict(shim_env, TGS_SEGMENT=str(seg.path), TGS_CTL=str(away / "c.ctl"),
+                   TGS_PUB=str(away / "mine.pub"), TGS_PUB_DIR=str(away / "pubs"),
+                   TGS_DEVICE_SEG=str(away / "dev.seg"))
+        shutil.copy(segment.ctl_path(seg.path), away / "c.ctl")
+        shutil.copy(segment.pub_path(seg.path, "opp"), away / "mine.pub")
+        shutil.copy(prod.dev.path, away / "dev.seg")
+        shutil.copy(prod.pub.path, away / "pubs" / "prod.pub")
+        segment.ctl_path(seg.path).unlink()          # the defaults would find nothing
+        prod.pub.path.rename(tmp_path / "gone.pub")
+        prod.dev.path.rename(tmp_path / "gone.dev")
+        out, lines = _run(probe_bin, env, "init", "alloc:900000", "alloc:900000",
+                          "launch:2:1:32")
+        assert out[1:3] == ["alloc 0", "alloc 2"] and lines == []
+        assert int(out[3].split()[3]) > 0.35e9      # held twice by the busy production pub
+    finally:
+        seg.close()
+        prod.close()

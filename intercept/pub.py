@@ -44,10 +44,11 @@ def pub_bytes(job_name: str) -> bytes:
 
 
 def create_pub(path: str | os.PathLike[str], job_name: str) -> None:
-    """Create (atomically, mode 0660) a zeroed publish page for ``job_name``."""
+    """Create (atomically, mode 0664: the job writes it, every tenant reads it) a zeroed
+    publish page for ``job_name``."""
     p = Path(path)
     p.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomically(p, pub_bytes(job_name))
+    write_atomically(p, pub_bytes(job_name), mode=0o664)   # every tenant reads it
 
 
 def open_pub(path: str | os.PathLike[str]) -> Pub:

@@ -3,7 +3,7 @@
 Scenarios S1-S6 under the policies none, static (30 % share), tgs and adaptive (the default),
 each job also alone as the baseline, on the simulated GPU or a real one; a Markdown table,
 JSON, PNG plots in a results folder.  The full run (no --quick, all scenarios) also runs the
-shim-overhead and controller-cost micro-benchmarks.
+shim-overhead, controller-cost and gate-reaction micro-benchmarks.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MICRO = {
     "Shim overhead": [sys.executable, "-m", "tgs.bench.overhead", "--rounds", "5"],
     "Controller cost": [sys.executable, "-m", "tgs.bench.controller_cost"],
+    "Gate reaction": [sys.executable, "-m", "tgs.bench.gate_reaction"],
 }
 
 

@@ -1,6 +1,8 @@
-"""Shim overhead, side by side: ns added per cuLaunchKernel and per cuMemAlloc_v2+cuMemFree_v2
-pair, for an unthrottled process, against a do-nothing stub driver and against the simulator;
-plus callgrind instructions per launch (noise-free).  Not a test: `python -m tgs.bench.overhead`.
+"""Shim overhead, side by side: ns added per cuLaunchKernel, per cuMemAlloc_v2+cuMemFree_v2
+pair and per launch+cuCtxSynchronize cycle (for a production process: a busy/idle transition
+with its FUTEX_WAKE), for an unthrottled process, against a do-nothing stub driver and against
+the simulator; plus callgrind instructions per launch (noise-free).
+Not a test: `python -m tgs.bench.overhead`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Figures:
     mode: str
     launch_ns: float
     alloc_free_ns: float
+    cycle_ns: float
 
 
 def build() -> tuple[Path, Path]:
@@ -61,10 +64,11 @@ def _env(lib_dir: Path, shim: bool, seg: Path | None, state: Path) -> dict[str, 
     return env
 
 
-def _time(exe: Path, env: dict[str, str], batches: int, batch: int) -> tuple[float, float]:
+def _time(exe: Path, env: dict[str, str], batches: int, batch: int
+          ) -> tuple[float, float, float]:
     out = subprocess.run([str(exe), "time", str(batches), str(batch)], env=env, check=True,
                          capture_output=True, text=True, timeout=300).stdout.split()
-    return float(out[1]), float(out[3])
+    return float(out[1]), float(out[3]), float(out[5])
 
 
 def measure(exe: Path, lib_dir: Path, driver: str, seg: Path, tmp: Path, rounds: int,
@@ -76,12 +80,13 @@ def measure(exe: Path, lib_dir: Path, driver: str, seg: Path, tmp: Path, rounds:
     modes = {"no shim": (False, None), "shim, no segment": (True, None),
              "shim, unthrottled slot": (True, seg),
              "shim, production slot": (True, seg.with_name("prod.seg"))}
-    res: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    res: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for r in range(rounds):
         for m, (shim, s) in modes.items():
             res[m].append(_time(exe, _env(lib_dir, shim, s, tmp / f"st{r}"), batches, batch))
     return [Figures(driver, m, statistics.median(x[0] for x in v),
-                    statistics.median(x[1] for x in v)) for m, v in res.items()]
+                    statistics.median(x[1] for x in v), statistics.median(x[2] for x in v))
+            for m, v in res.items()]
 
 
 def callgrind_ir(exe: Path, lib_dir: Path, seg: Path | None, shim: bool, tmp: Path) -> float:
@@ -130,13 +135,15 @@ def main() -> None:
             rows += measure(exe, SIM_DIR, "simulator", tmp / "bench.seg", tmp, args.rounds,
                             max(args.batches // 4, 20), min(args.batch, 256))
         print(f"machine: nproc={os.cpu_count()}, cpu={cpu_model()}")
-        print("| driver | mode | ns/launch | added | ns/alloc+free | added |")
-        print("|---|---|---|---|---|---|")
+        print("| driver | mode | ns/launch | added | ns/alloc+free | added | ns/launch+sync "
+              "| added |")
+        print("|---|---|---|---|---|---|---|---|")
         base = {r.driver: r for r in rows if r.mode == "no shim"}
         for r in rows:
             b = base[r.driver]
             print(f"| {r.driver} | {r.mode} | {r.launch_ns:.1f} | {r.launch_ns - b.launch_ns:+.1f}"
-                  f" | {r.alloc_free_ns:.0f} | {r.alloc_free_ns - b.alloc_free_ns:+.0f} |")
+                  f" | {r.alloc_free_ns:.0f} | {r.alloc_free_ns - b.alloc_free_ns:+.0f}"
+                  f" | {r.cycle_ns:.0f} | {r.cycle_ns - b.cycle_ns:+.0f} |")
         if not args.no_callgrind and shutil.which("valgrind"):
             plain = callgrind_ir(exe, stub_dir, None, False, tmp)
             slot = callgrind_ir(exe, stub_dir, tmp / "bench.seg", True, tmp)

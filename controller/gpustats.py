@@ -9,7 +9,6 @@ samples at least MIN_WINDOW apart (the simulator updates busy_ns lazily).
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import time
@@ -40,16 +39,25 @@ def sim_state_path() -> Path:
 
 
 def read_sim(path: Path) -> dict[int, tuple[int, int, int]] | None:
-    """{index: (mem_total, mem_used, busy_ns)} from the simulator's state, None if unreadable."""
+    """{index: (mem_total, mem_used, busy_ns)} from the simulator's state, None if unreadable.
+
+    Read with pread, never mapped: in simulated mode every container gets this file read-write
+    (as a real GPU is shared), so a tenant may truncate it under us."""
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            magic, version, ndev = SIM_HDR.unpack_from(mm, 0)
-            if magic != SIM_MAGIC or version != SIM_VERSION or not 0 < ndev <= 8:
-                return None
-            return {i: SIM_DEV.unpack_from(mm, SIM_DEV_BASE + i * SIM_DEV_SIZE)
-                    for i in range(ndev)}
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        buf = os.pread(fd, SIM_DEV_BASE + 8 * SIM_DEV_SIZE, 0)
+        magic, version, ndev = SIM_HDR.unpack_from(buf, 0)
+        if magic != SIM_MAGIC or version != SIM_VERSION or not 0 < ndev <= 8:
+            return None
+        return {i: SIM_DEV.unpack_from(buf, SIM_DEV_BASE + i * SIM_DEV_SIZE)
+                for i in range(ndev)}
     except (OSError, ValueError, struct.error):
         return None
+    finally:
+        os.close(fd)
 
 
 class GpuSampler:

@@ -1,8 +1,13 @@
-"""The control period: read counters, reclaim the dead, run the policy, write controls.
+"""The control period: read counters, run the policy, write controls.
 
 One `step()` per period (server.Server calls it).  Everything a step writes is
 idempotent and derived from the segments plus the policy's memory, so a
 restarted controller resumes control at its first step.
+
+Tenant files (.seg, .pub) are only pread (segments.JobSeg): the loop never
+writes them, never reclaims a dead process's slot (the job's next process does,
+at attach) and treats what it reads as untrusted: counters that go backwards
+give 0, deltas are clamped to plausible maxima, a damaged segment flags the job.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tgs.intercept import segment as iseg
-from tgs.intercept.device import DeviceSegment
+from tgs.intercept.device import DeviceSegment, DevJob
 
 from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
 from .registry import Job, Registry
@@ -22,6 +27,8 @@ from .segments import JobSeg, SlotSample
 
 log = logging.getLogger(__name__)
 U64 = (1 << 64) - 1
+MAX_WORK_RATE = float(1 << 50)     # work units/s per process: more is a lie, clamped
+MAX_LAUNCH_RATE = float(1 << 24)   # launches/s per process
 
 
 @dataclass
@@ -37,6 +44,9 @@ class _Track:
     work_total: int = 0
     launches_total: int = 0
     throttled_ns_total: int = 0
+    gap_mask: int = 0              # union of the masks dealt to its processes (device table)
+    busy_excess: int = -1          # production: pub.busy - live busy slots, last period
+    busy_bias: int = 0             # published in the device table
 
 
 def deal_bits(mask: int, n: int) -> list[int]:
@@ -81,9 +91,8 @@ class ControlLoop:
         self.overruns = 0
         self.busy_s = 0.0                  # wall time spent inside step()
         self.cpu_s = 0.0                   # CPU time spent inside step()
-        self.reclaimed = 0
-        self.repairs = 0
-        self._mismatch: dict[int, int] = {}
+        self.dead_seen = 0
+        self.bias_changes = 0
 
     # ------------------------------------------------------------ server hooks
     def on_change(self) -> None:
@@ -94,11 +103,12 @@ class ControlLoop:
                 self.policy.forget(name)
         for t in self.tracks.values():
             t.gate = t.defaults = None
+        self._publish_devices()
 
     def status(self) -> dict[str, Any]:
         return {"policy": self.policy.name, "period_ms": round(self.period * 1000, 3),
-                "steps": self.steps, "overruns": self.overruns, "reclaimed": self.reclaimed,
-                "prod_active_repairs": self.repairs,
+                "steps": self.steps, "overruns": self.overruns, "dead_seen": self.dead_seen,
+                "busy_bias_changes": self.bias_changes,
                 "loop_ms_avg": round(1000 * self.busy_s / self.steps, 3) if self.steps else 0.0,
                 "loop_cpu_s": round(self.cpu_s, 3),
                 "policy_state": {str(k): v for k, v in self.policy.notes.items()}}
@@ -112,7 +122,7 @@ class ControlLoop:
         samples: dict[str, list[SlotSample]] = {}
         signals: list[JobSignals] = []
         for job in jobs:
-            s = self._read(job)
+            s = self._read(job, dt)
             samples[job.rec.name] = s
             signals.append(self._signals(job, s, dt))
         devices = self._devices(signals)
@@ -126,8 +136,9 @@ class ControlLoop:
             dec = decisions.get(job.rec.name)
             if dec is not None:
                 self._apply(job, samples[job.rec.name], sig, dec)
-            job.seg.seg.heartbeat()
+            job.seg.ctl.heartbeat()
             metrics.append(self._stats(job, sig, samples[job.rec.name], dec))
+        self._publish_devices()
         self._lifecycle(jobs, signals)
         self.steps += 1
         spent = time.perf_counter() - t0
@@ -137,40 +148,56 @@ class ControlLoop:
             self.overruns += 1
         return metrics
 
-    def _read(self, job: Job) -> list[SlotSample]:
+    def _read(self, job: Job, dt: float) -> list[SlotSample]:
         seg = job.seg
         assert isinstance(seg, JobSeg)
-        retired = seg.retired()              # before the slots: see segment.h
-        live, dead = seg.scan(self.steps)
-        self._totals(job, retired, live)
+        try:
+            live, dead = seg.scan(self.steps)
+        except Exception as exc:            # a tenant's file must never stop the loop
+            log.error("job %s: cannot read its segment: %s", job.rec.name, exc)
+            seg.damaged, live, dead = str(exc), [], False
+        if not seg.damaged:
+            self._totals(job, seg.retired(), live, dt)
         if dead:
-            dev = self.dev_segs.get(job.rec.device_index)
-            for r in seg.seg.reclaim_dead(dev if job.rec.priority == PRODUCTION else None):
-                self.reclaimed += 1
-                log.info("job %s: process %d died (slot %d): %d bytes reclaimed",
-                         job.rec.name, r.pid, r.slot, r.mem_used)
+            self.dead_seen += 1
+            log.info("job %s: a process died; its slot goes back to the job when the job's "
+                     "next process attaches", job.rec.name)
         return live
 
-    def _totals(self, job: Job, retired: tuple[int, int, int], live: list[SlotSample]) -> None:
-        """Exact job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed
-        between the two reads makes the sum look briefly low: keep the high-water mark."""
+    def _totals(self, job: Job, retired: tuple[int, int, int], live: list[SlotSample],
+                dt: float) -> None:
+        """Job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed between
+        the two reads makes the sum look briefly low: keep the high-water mark.  The tenant
+        writes these counters: a total grows at most at a plausible rate per period."""
         tr = self.tracks.setdefault(job.rec.name, _Track())
-        tr.launches_total = max(tr.launches_total, retired[0] + sum(s.launches for s in live))
-        tr.work_total = max(tr.work_total, retired[1] + sum(s.work for s in live))
-        tr.throttled_ns_total = max(tr.throttled_ns_total,
-                                    retired[2] + sum(s.throttled_ns for s in live))
+        n = max(1, len(live))
+
+        def grow(old: int, cand: int, rate: float) -> int:
+            return max(old, min(cand, old + int(rate * dt * n)))
+
+        tr.launches_total = grow(tr.launches_total, retired[0] + sum(s.launches for s in live),
+                                 MAX_LAUNCH_RATE)
+        tr.work_total = grow(tr.work_total, retired[1] + sum(s.work for s in live),
+                             MAX_WORK_RATE)
+        tr.throttled_ns_total = grow(tr.throttled_ns_total,
+                                     retired[2] + sum(s.throttled_ns for s in live), 1e9)
 
     def _signals(self, job: Job, live: list[SlotSample], dt: float) -> JobSignals:
         tr = self.tracks.setdefault(job.rec.name, _Track())
         work = launches = thr = 0
         prev, nxt = tr.prev, {}
+        max_work, max_launch, max_thr = MAX_WORK_RATE * dt, MAX_LAUNCH_RATE * dt, dt * 1e9
         for s in live:
             p = prev.get(s.slot)
             if p is None or p[0] != s.generation:
                 p = (s.generation, 0, 0, 0)
-            launches += max(0, s.launches - p[1])
-            work += max(0, s.work - p[2])
-            thr += max(0, s.throttled_ns - p[3])
+            # a counter that went backwards gives 0; a jump is clamped: a lie is limited
+            d = s.launches - p[1]
+            launches += (d if d < max_launch else max_launch) if d > 0 else 0
+            d = s.work - p[2]
+            work += (d if d < max_work else max_work) if d > 0 else 0
+            d = s.throttled_ns - p[3]
+            thr += (d if d < max_thr else max_thr) if d > 0 else 0
             nxt[s.slot] = (s.generation, s.launches, s.work, s.throttled_ns)
         tr.prev = nxt
         n = len(live)
@@ -183,24 +210,54 @@ class ControlLoop:
             busy=sum(1 for s in live if s.dev_active) if job.rec.priority == PRODUCTION else 0)
 
     def _devices(self, signals: list[JobSignals]) -> dict[int, DeviceSignals]:
-        """prod_active from live production slots; repair the device segment if it drifted."""
-        out: dict[int, DeviceSignals] = {}
-        for idx, dseg in self.dev_segs.items():
-            live = sum(s.busy for s in signals if s.device == idx)
-            out[idx] = DeviceSignals(idx, live, busy_seq=dseg.busy_seq,
-                                     gap_pred_ns=dseg.gap_pred_ns)
-            seen = dseg.prod_active
-            # a shim may be mid-transition: repair only a mismatch seen twice in a row
-            if seen != live and self._mismatch.get(idx) == seen:
-                dseg.set_prod_active(live)
-                self.repairs += 1
-                log.debug("device %d: prod_active %d -> %d", idx, seen, live)
-                self._mismatch.pop(idx, None)
-            elif seen != live:
-                self._mismatch[idx] = seen
-            else:
-                self._mismatch.pop(idx, None)
+        """Production's activity per device: live busy slots, and from the production pubs
+        (pread, untrusted) the gap sequence (sum of busy_seq) and the smallest gap prediction.
+        A pub whose busy count stays above its live busy slots (a process that died busy) gets
+        that excess as its busy_bias in the device table, so it cannot hold others off."""
+        out = {idx: DeviceSignals(idx) for idx in self.dev_segs}
+        by_name = {s.name: s for s in signals}
+        for job in self.registry.jobs.values():
+            d = out.get(job.rec.device_index)
+            if d is None or job.rec.priority != PRODUCTION or not isinstance(job.seg, JobSeg):
+                continue
+            sig = by_name.get(job.rec.name)
+            live = sig.busy if sig is not None else 0
+            d.prod_active += live
+            pub = job.seg.read_pub() if not job.seg.damaged else None
+            if pub is None:
+                continue
+            d.busy_seq += pub.busy_seq % (1 << 48)
+            if pub.gap_pred_ns and (not d.gap_pred_ns or pub.gap_pred_ns < d.gap_pred_ns):
+                d.gap_pred_ns = pub.gap_pred_ns
+            tr = self.tracks.setdefault(job.rec.name, _Track())
+            excess = max(0, pub.busy - live)
+            # a shim may be mid-transition: only an excess seen twice in a row counts
+            bias = min(excess, tr.busy_excess) if tr.busy_excess >= 0 else 0
+            tr.busy_excess = excess
+            if bias != tr.busy_bias:
+                log.info("job %s: busy count %d, live busy processes %d: bias %d", job.rec.name,
+                         pub.busy, live, bias)
+                tr.busy_bias = bias
+                self.bias_changes += 1
         return out
+
+    def _publish_devices(self) -> None:
+        """The device tables (controller-owned, read-only for tenants): the jobs on each device,
+        with their gap masks and busy biases; rewritten only when something changed."""
+        tables: dict[int, list[DevJob]] = {idx: [] for idx in self.dev_segs}
+        for job in self.registry.jobs.values():
+            seg = job.seg
+            if not isinstance(seg, JobSeg) or job.rec.device_index not in tables:
+                continue
+            tr = self.tracks.get(job.rec.name) or _Track()
+            tables[job.rec.device_index].append(DevJob(
+                job.rec.name, iseg.PRIORITY_PRODUCTION if job.rec.priority == PRODUCTION
+                else iseg.PRIORITY_OPPORTUNISTIC, seg.generation, tr.gap_mask, tr.busy_bias))
+        for idx, dseg in self.dev_segs.items():
+            try:
+                dseg.set_jobs(tables[idx])
+            except Exception:
+                log.exception("device %d: cannot write its device segment", idx)
 
     def _apply(self, job: Job, live: list[SlotSample], sig: JobSignals, dec: Decision) -> None:
         seg = job.seg
@@ -208,7 +265,7 @@ class ControlLoop:
         tr = self.tracks[job.rec.name]
         gate = (dec.gate, max(0, min(dec.gate_max_wait_us, 0xFFFFFFFF)))
         if tr.gate != gate:
-            seg.seg.set_gate(*gate)
+            seg.ctl.set_gate(*gate)
             tr.gate = gate
         n = max(1, sig.nproc)
         if dec.rate is None:
@@ -220,15 +277,16 @@ class ControlLoop:
         cap = max(0, min(U64, int(dec.inflight_cap)))
         d = tr.defaults
         if d is None or d[2] != cap or _moved(d[0], rate) or _moved(d[1], burst):
-            seg.seg.set_defaults(iseg.SlotDefaults(rate, burst, cap))
+            seg.ctl.set_defaults(iseg.SlotDefaults(rate, burst, cap))   # and every slot's line
             tr.defaults = (rate, burst, cap)
         for s in live:
             if s.cap != cap or _moved(s.rate, rate) or _moved(s.burst, burst):
-                seg.seg.set_rate(s.slot, rate, burst, cap)
+                seg.ctl.set_rate(s.slot, rate, burst, cap)
+        tr.gap_mask = dec.gap_mask if live else 0
         if dec.gap_mask or tr.masks:
             for s, mask in zip(live, deal_bits(dec.gap_mask, len(live))):
                 if tr.masks.get(s.slot, (s.generation, 0)) != (s.generation, mask):
-                    seg.seg.set_gap_mask(s.slot, mask)
+                    seg.ctl.set_gap_mask(s.slot, mask)
                 if mask:
                     tr.masks[s.slot] = (s.generation, mask)
                 else:
@@ -236,8 +294,12 @@ class ControlLoop:
 
     def _stats(self, job: Job, sig: JobSignals, live: list[SlotSample],
                dec: Decision | None) -> dict[str, Any]:
+        seg = job.seg
+        damaged = seg.damaged if isinstance(seg, JobSeg) else None
         st = {
-            "processes": sig.nproc, "mem_used": sum(s.mem_used for s in live),
+            "processes": sig.nproc,
+            "mem_used": min(iseg.QUOTA_UNLIMITED, sum(s.mem_used for s in live)),
+            "segment_damaged": damaged,
             "work_rate": round(sig.work_rate, 1), "launch_rate": round(sig.launch_rate, 1),
             "throttled_frac": round(sig.throttled_frac, 4), "inflight": sig.inflight,
             "rate": None if dec is None or dec.rate is None else round(dec.rate, 1),

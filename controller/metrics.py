@@ -164,9 +164,10 @@ class TgsCollector(Collector):
                                   value=lp.get("steps", 0))
         yield CounterMetricFamily("tgs_controller_overruns", "Periods that ran over.",
                                   value=lp.get("overruns", 0))
-        yield CounterMetricFamily("tgs_controller_reclaimed_processes",
-                                  "Dead processes whose memory was reclaimed.",
-                                  value=lp.get("reclaimed", 0))
+        yield CounterMetricFamily("tgs_controller_dead_processes",
+                                  "Periods in which a job's process was seen dead (its slot "
+                                  "is reclaimed by the job's next process).",
+                                  value=lp.get("dead_seen", 0))
 
 
 class MetricsServer:

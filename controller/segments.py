@@ -1,62 +1,71 @@
-"""Job and device segments as the controller uses them (over tgs.intercept).
+"""Job and device files as the controller uses them (over tgs.intercept).
 
-Reads are the hot path (every period, every live slot): one struct.unpack_from
-over the mapping per active slot instead of per-field cffi accesses, and one
-F_OFD_GETLK per active slot with a prebuilt flock argument for liveness.
-Writes (rare: only on change) go through intercept's cffi setters.
+The controller only maps what it owns: a job's ``.ctl`` and the device segments.  A job's
+``.seg`` and ``.pub`` belong to the tenant: they are opened once (O_NOFOLLOW|O_NONBLOCK, regular
+file checked), read with one ``pread`` per period, liveness-tested with F_OFD_GETLK only (never a
+blocking lock), and every value read is validated and clamped.  A tenant that truncates or
+scribbles over its files gets its job flagged ``segment_damaged`` and its figures treated as
+unknown; nothing it does raises out of the control loop or blocks it.
 """
 
 from __future__ import annotations
 
-import fcntl
+import logging
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from tgs.intercept import control as ictl
 from tgs.intercept import segment as iseg
 from tgs.intercept._header import ffi
 from tgs.intercept.device import DeviceSegment, create_device, device_segment_path, open_device
-from tgs.intercept.ofd import F_OFD_GETLK, _flock
+from tgs.intercept.pub import create_pub, pub_path
+from tgs.intercept.tenant import (
+    _STATE,
+    HEADER_SIZE,
+    LANES,
+    PLAUSIBLE_BYTES,
+    SLOT_ACTIVE,
+    SLOT_SIZE,
+    PubRead,
+    SegReader,
+    open_tenant_file,
+    read_pub,
+)
+from tgs.intercept.tenant import _packed as packed_struct
 
 from .state import JobRecord
 
+log = logging.getLogger(__name__)
 _F = ffi()
-_STATE = struct.Struct("<I")
-NLANES = iseg.LANES
-LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 periods (0.2 s)
+_RETIRED_OFF = _F.offsetof("struct tgs_seg_header", "retired_launches")
+assert _F.offsetof("struct tgs_seg_header", "retired_throttled_ns") == _RETIRED_OFF + 16
+_RETIRED = struct.Struct("<3Q")
+_LINE_BASE = _F.sizeof("struct tgs_ctl_header")
+_LINE_SIZE = _F.sizeof("struct tgs_ctl_slot")
+assert (_F.offsetof("struct tgs_ctl_slot", "burst"), _F.offsetof("struct tgs_ctl_slot",
+        "inflight_cap")) == (8, 16)
+_LINE = struct.Struct("<3Q")            # rate, burst, inflight_cap of a control line
 
 
 def _slot_struct() -> tuple[struct.Struct, list[str]]:
-    """A Struct that extracts only the fields the loop reads from a slot (pad bytes between)."""
-    want: list[tuple[int, str, str]] = [
-        (_F.offsetof("struct tgs_slot", f), c, f) for f, c in (
-            ("state", "I"), ("pid", "i"), ("generation", "Q"), ("rate", "Q"), ("burst", "Q"),
-            ("inflight_cap", "Q"), ("mem_used", "Q"), ("inflight_work", "Q"),
-            ("dev_active", "I"))]
-    lanes = _F.offsetof("struct tgs_slot", "lanes")
-    lane = _F.sizeof("struct tgs_lane")
-    for k in range(NLANES):
+    """Only the fields the loop reads from a slot, one unpack per ACTIVE slot."""
+    items = [(_F.offsetof("struct tgs_slot", f), c, f) for f, c in (
+        ("state", "I"), ("pid", "i"), ("generation", "Q"), ("mem_used", "Q"),
+        ("inflight_work", "Q"), ("dev_active", "I"))]
+    lanes, lane = _F.offsetof("struct tgs_slot", "lanes"), _F.sizeof("struct tgs_lane")
+    for k in range(LANES):
         for f, c in (("launches", "Q"), ("work", "Q"), ("throttled_ns", "Q")):
-            want.append((lanes + k * lane + _F.offsetof("struct tgs_lane", f), c, f"{f}{k}"))
-    fmt, pos, names = "<", 0, []
-    for off, code, name in sorted(want):
-        if off > pos:
-            fmt += f"{off - pos}x"
-        fmt += code
-        pos = off + struct.calcsize("<" + code)
-        names.append(name)
-    return struct.Struct(fmt), names
+            items.append((lanes + k * lane + _F.offsetof("struct tgs_lane", f), c, f"{f}{k}"))
+    return packed_struct(items)
 
 
 _SLOT, _NAMES = _slot_struct()
 _LANE0 = _NAMES.index("launches0")          # lanes come last, 3 values each
-(I_STATE, I_PID, I_GEN, I_RATE, I_BURST, I_CAP, I_MEM, I_INFLIGHT, I_DEVACT) = (
-    _NAMES.index(n) for n in ("state", "pid", "generation", "rate", "burst", "inflight_cap",
-                              "mem_used", "inflight_work", "dev_active"))
-_RETIRED_OFF = _F.offsetof("struct tgs_seg_header", "retired_launches")
-assert _F.offsetof("struct tgs_seg_header", "retired_throttled_ns") == _RETIRED_OFF + 16
-_RETIRED = struct.Struct("<3Q")
+(I_PID, I_GEN, I_MEM, I_INFLIGHT, I_DEVACT) = (
+    _NAMES.index(n) for n in ("pid", "generation", "mem_used", "inflight_work", "dev_active"))
+LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 periods (0.2 s)
 PRIORITY = {"production": iseg.PRIORITY_PRODUCTION, "opportunistic": iseg.PRIORITY_OPPORTUNISTIC}
 GATE_DEFAULT = {"production": iseg.GATE_PUBLISH, "opportunistic": iseg.GATE_WAIT}
 DEFAULT_WAIT_US = 50_000
@@ -79,87 +88,126 @@ class SlotSample:
 
 
 class JobSeg:
-    """One job's mapped segment."""
+    """One job: its .ctl mapped (ours), its .seg and .pub read with pread (the tenant's)."""
 
-    def __init__(self, seg: iseg.Segment) -> None:
-        self.seg = seg
-        self.mm = seg._mm                       # the shared mapping: read with struct
-        self.nslots = seg.nslots
+    def __init__(self, ctl: ictl.ControlSegment, reader: SegReader, pub_fd: int) -> None:
+        self.ctl = ctl
+        self.reader = reader
+        self.pub_fd = pub_fd
+        self.nslots = ctl.nslots
+        self.name = ctl.job_name
+        self.generation = ctl.created_ns
+        self.damaged: str | None = None
+        self._retired: tuple[int, int, int] = (0, 0, 0)
         self._known: dict[int, int] = {}        # slot -> generation seen live
-        self._getlk = [_flock(fcntl.F_WRLCK, iseg.LOCK_SLOT_BASE + i) for i in range(self.nslots)]
 
     def apply_identity(self, rec: JobRecord) -> None:
-        self.seg.set_quota(iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota)
-        self.seg.set_priority(PRIORITY[rec.priority], rec.weight)
+        self.ctl.set_quota(iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota)
+        self.ctl.set_priority(PRIORITY[rec.priority], rec.weight)
 
     def close(self) -> None:
-        self.seg.close()
+        self.ctl.close()
+        self.reader.close()
+        if self.pub_fd >= 0:
+            os.close(self.pub_fd)
+            self.pub_fd = -1
 
     def retired(self) -> tuple[int, int, int]:
-        """Lane totals of reclaimed slots (launches, work, throttled ns); read before scan()."""
-        return _RETIRED.unpack_from(self.mm, _RETIRED_OFF)
-
-    def _locked(self, i: int) -> bool:
-        out = fcntl.fcntl(self.seg.fd, F_OFD_GETLK, self._getlk[i])
-        return bool(_STATE.unpack_from(out, 0)[0] & 0xFFFF != fcntl.F_UNLCK)
+        """Lane totals of reclaimed slots (launches, work, throttled ns) as of the last scan."""
+        return self._retired
 
     def scan(self, tick: int = 0) -> tuple[list[SlotSample], bool]:
         """Live slots' samples, and whether a dead (ACTIVE, unlocked) slot was seen.
 
-        Slot locks are checked for a rotating quarter of the slots each call (tick), and
-        always for a slot not seen live before, so a death is noticed within LOCK_EVERY
-        periods while the lock syscalls cost a quarter."""
-        mm, size, base = self.mm, iseg.SLOT_SIZE, iseg.HEADER_SIZE
+        One pread of the whole .seg (identity checked against our .ctl); one struct unpack per
+        ACTIVE slot; slot locks are tested (F_OFD_GETLK) for a rotating quarter of the slots
+        each call (tick), and always for a slot not seen live before.  A damaged read sets
+        ``damaged`` (the reason) and yields no samples."""
+        buf, why = self.reader.fetch()
+        if why:
+            if why != self.damaged:
+                log.warning("job %s: segment unusable (%s): its figures are unknown", self.name,
+                            why)
+            self.damaged = why
+            self._known.clear()
+            return [], False
+        self.damaged = None
+        self._retired = _RETIRED.unpack_from(buf, _RETIRED_OFF)
         out: list[SlotSample] = []
         dead = False
-        known = self._known
+        known, nxt = self._known, {}
+        ctl_mm, locked = self.ctl.mm, self.reader.locked
         for i in range(self.nslots):
-            off = base + i * size
-            if _STATE.unpack_from(mm, off)[0] != iseg.SLOT_ACTIVE:
-                known.pop(i, None)
+            off = HEADER_SIZE + i * SLOT_SIZE
+            if _STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
                 continue
-            w = _SLOT.unpack_from(mm, off)
+            w = _SLOT.unpack_from(buf, off)
             gen = w[I_GEN]
-            if (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0) and not self._locked(i):
-                known.pop(i, None)
+            if (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0) and not locked(i):
                 dead = True
                 continue
-            known[i] = gen
+            nxt[i] = gen
             lanes = w[_LANE0:]
-            out.append(SlotSample(
-                i, gen, w[I_PID], sum(lanes[0::3]), sum(lanes[1::3]), sum(lanes[2::3]),
-                w[I_MEM], w[I_INFLIGHT], w[I_DEVACT], w[I_RATE], w[I_BURST], w[I_CAP]))
+            rate, burst, cap = _LINE.unpack_from(ctl_mm, _LINE_BASE + i * _LINE_SIZE)
+            mem = w[I_MEM]
+            out.append(SlotSample(i, gen, w[I_PID], sum(lanes[0::3]), sum(lanes[1::3]),
+                                  sum(lanes[2::3]), mem if mem < PLAUSIBLE_BYTES
+                                  else PLAUSIBLE_BYTES, w[I_INFLIGHT], 1 if w[I_DEVACT] else 0,
+                                  rate, burst, cap))
+        self._known = nxt
         return out, dead
+
+    def read_pub(self) -> PubRead | None:
+        return read_pub(self.pub_fd, self.name) if self.pub_fd >= 0 else None
+
+
+def _open_pub(rec: JobRecord) -> int:
+    path = pub_path(rec.segment, rec.name)
+    try:
+        return open_tenant_file(path)
+    except iseg.SegmentError:
+        pass
+    try:
+        create_pub(path, rec.name)                # missing or replaced: a fresh one
+        return open_tenant_file(path)
+    except (OSError, iseg.SegmentError) as exc:
+        log.warning("job %s: no publish page (%s): gating with it is off", rec.name, exc)
+        return -1
 
 
 class SegmentFactory:
-    """Creates/opens/removes job segments in the segment directory."""
+    """Creates/opens/removes a job's files in the segment directory."""
 
     def __init__(self, seg_dir: Path) -> None:
         self.dir = Path(seg_dir)
 
     def create(self, rec: JobRecord) -> JobSeg:
         self.dir.mkdir(parents=True, exist_ok=True)
-        seg = iseg.create(
+        iseg.create(
             rec.segment, rec.name, device_index=rec.device_index, device_uuid=rec.device_uuid,
             mem_quota=iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota,
             priority=PRIORITY[rec.priority], weight=rec.weight, nslots=rec.nslots,
             gate_flags=GATE_DEFAULT[rec.priority],
-            gate_max_wait_us=DEFAULT_WAIT_US if rec.priority == "opportunistic" else 0)
-        return JobSeg(seg)
+            gate_max_wait_us=DEFAULT_WAIT_US if rec.priority == "opportunistic" else 0).close()
+        return self.open(rec)
 
     def open(self, rec: JobRecord) -> JobSeg:
-        seg = iseg.open_segment(rec.segment)
-        if seg.job_name != rec.name or seg.nslots != rec.nslots:
-            seg.close()
-            raise iseg.SegmentError(f"{rec.segment} belongs to another job")
-        return JobSeg(seg)
+        ctl = ictl.open_control(ictl.ctl_path(rec.segment))
+        try:
+            if ctl.job_name != rec.name or ctl.nslots != rec.nslots:
+                raise iseg.SegmentError(f"{ctl.path} belongs to another job")
+            reader = SegReader.open(rec.segment, ctl.nslots, ctl.job_name, ctl.created_ns)
+        except BaseException:
+            ctl.close()
+            raise
+        return JobSeg(ctl, reader, _open_pub(rec))
 
     def remove(self, rec: JobRecord) -> None:
-        try:
-            os.unlink(rec.segment)
-        except FileNotFoundError:
-            pass
+        for p in (Path(rec.segment), ictl.ctl_path(rec.segment), pub_path(rec.segment, rec.name)):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
 
 def device_segment(seg_dir: Path, index: int) -> DeviceSegment:
@@ -168,7 +216,9 @@ def device_segment(seg_dir: Path, index: int) -> DeviceSegment:
     path = device_segment_path(seg_dir, index)
     if path.exists():
         try:
-            return open_device(path)
-        except iseg.SegmentError:
+            dev = open_device(path)
+            os.chmod(path, 0o644)
+            return dev
+        except (iseg.SegmentError, OSError):
             pass
     return create_device(seg_dir, index)

@@ -1,35 +1,42 @@
-"""The shim's contract: segment layout bindings (from libshim/include/tgs/segment.h) and
+"""The shim's contract: bindings of the files in libshim/include/tgs/segment.h, and
 locating/injecting the shim library.
 
     from tgs.intercept import segment
-    seg = segment.create(path, "job", mem_quota=8 << 30)
+    seg = segment.create(path, "job", mem_quota=8 << 30)   # <job>.ctl, <job>.seg, pub/<job>.pub
     seg.set_rate(0, rate=10**9, burst=10**7)
+
+``segment.Segment`` maps a job's files and trusts them (creator, tests, tools); the controller
+reads tenant-owned files only through ``tenant`` (pread, validated, clamped).
 """
 
-from .device import DeviceSegment, create_device, device_segment_path, open_device
+from .control import ControlSegment, SegmentError, SlotDefaults, ctl_path, open_control
+from .device import DeviceSegment, DevJob, create_device, device_segment_path, open_device
 from .locate import find_shim, injection_env
-from .segment import (
-    Reclaimed,
-    Segment,
-    SegmentError,
-    SlotCounters,
-    SlotDefaults,
-    create,
-    open_segment,
-)
+from .pub import Pub, create_pub, open_pub, pub_path
+from .segment import Segment, SlotCounters, create, open_segment
+from .tenant import SegReader, read_pub
 
 __all__ = [
+    "ControlSegment",
+    "DevJob",
     "DeviceSegment",
-    "Reclaimed",
+    "Pub",
+    "SegReader",
     "Segment",
     "SegmentError",
     "SlotCounters",
     "SlotDefaults",
     "create",
     "create_device",
+    "create_pub",
+    "ctl_path",
     "device_segment_path",
     "find_shim",
     "injection_env",
+    "open_control",
     "open_device",
+    "open_pub",
     "open_segment",
+    "pub_path",
+    "read_pub",
 ]

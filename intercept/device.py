@@ -1,25 +1,41 @@
 """The per-GPU device segment ("device-<index>.seg", struct tgs_dev_segment in segment.h).
 
-Production shims add/subtract ``prod_active`` atomically on idle<->busy transitions (and keep the
-gap history the FIT gate predicts from); the controller creates the file and recomputes the count
-from the live slots' ``dev_active`` flags.
+CONTROLLER-OWNED, read-only for every tenant: the jobs on the device (their pub names, priority,
+the union of an opportunistic job's gap masks, production's busy bias).  The controller rewrites
+the table under a sequence lock: ``list_seq`` is odd while it writes and changes on every change,
+so shims re-read the table (and re-map pubs) only when it moved.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._header import const, ffi
 from .atomic_file import write_atomically
-from .segment import SegmentError
+from .control import SegmentError
 
 DEV_MAGIC = const("TGS_DEV_MAGIC")
 DEV_VERSION = const("TGS_DEV_VERSION")
 DEV_SIZE = ffi().sizeof("struct tgs_dev_segment")
+MAX_JOBS = const("TGS_DEV_MAX_JOBS")
+JOB_USED = const("TGS_DEV_JOB_USED")
+
+
+@dataclass(frozen=True)
+class DevJob:
+    """One entry of the device table."""
+
+    name: str
+    priority: int
+    generation: int = 0
+    gap_mask: int = 0
+    busy_bias: int = 0
 
 
 def device_segment_path(segment_dir: str | os.PathLike[str], device_index: int) -> Path:
@@ -28,30 +44,30 @@ def device_segment_path(segment_dir: str | os.PathLike[str], device_index: int) 
 
 
 def create_device(segment_dir: str | os.PathLike[str], device_index: int) -> DeviceSegment:
-    """Create (atomically, mode 0660) the device segment in ``segment_dir`` and open it."""
+    """Create (atomically, mode 0644: read-only for tenants) the device segment and open it."""
     final = device_segment_path(segment_dir, device_index)
     buf = bytearray(DEV_SIZE)
     f = ffi()
     d = f.cast("struct tgs_dev_segment *", f.from_buffer(buf))
     d.magic, d.version, d.size, d.device_index = DEV_MAGIC, DEV_VERSION, DEV_SIZE, device_index
     del d
-    write_atomically(final, bytes(buf))
+    write_atomically(final, bytes(buf), mode=0o644)
     return open_device(final)
 
 
 def open_device(path: str | os.PathLike[str]) -> DeviceSegment:
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(p, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise SegmentError(f"{p}: cannot open: {exc.strerror}") from exc
     try:
-        size = os.fstat(fd).st_size
-        if size != DEV_SIZE:
-            raise SegmentError(f"{p}: file is {size} bytes, a device segment is {DEV_SIZE}")
-        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != DEV_SIZE:
+            raise SegmentError(f"{p}: file is {st.st_size} bytes, a device segment is {DEV_SIZE}")
+        mm = mmap.mmap(fd, DEV_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
-        os.close(fd)  # the mapping keeps the file; no lock lives on it
+        os.close(fd)
     dev = DeviceSegment(p, mm)
     h = dev.view
     if h.magic != DEV_MAGIC or h.version != DEV_VERSION or h.size != DEV_SIZE:
@@ -61,7 +77,7 @@ def open_device(path: str | os.PathLike[str]) -> DeviceSegment:
 
 
 class DeviceSegment:
-    """A mapped device segment."""
+    """A mapped device segment (the controller's own file)."""
 
     def __init__(self, path: Path, mm: mmap.mmap) -> None:
         self.path = path
@@ -69,53 +85,48 @@ class DeviceSegment:
         self._ffi = ffi()
         self._buf = self._ffi.from_buffer(mm)
         self.view: Any = self._ffi.cast("struct tgs_dev_segment *", self._buf)
+        self._jobs: tuple[DevJob, ...] | None = None
 
     @property
     def device_index(self) -> int:
         return int(self.view.device_index)
 
     @property
-    def prod_active(self) -> int:
-        return int(self.view.prod_active)
+    def list_seq(self) -> int:
+        return int(self.view.list_seq)
 
-    @property
-    def idle_since_ns(self) -> int:
-        """CLOCK_MONOTONIC ns when production last went idle device-wide (0 = never)."""
-        return int(self.view.idle_since_ns)
+    def jobs(self) -> list[DevJob]:
+        v, out = self.view, []
+        for k in range(min(int(v.njobs), MAX_JOBS)):
+            j = v.jobs[k]
+            if j.flags & JOB_USED:
+                out.append(DevJob(self._ffi.string(j.name).decode(errors="replace"),
+                                  int(j.priority), int(j.generation), int(j.gap_mask),
+                                  int(j.busy_bias)))
+        return out
 
-    @property
-    def busy_seq(self) -> int:
-        """Production's idle -> busy transitions so far (one per gap that ended)."""
-        return int(self.view.busy_seq)
-
-    @property
-    def gap_pred_ns(self) -> int:
-        """The conservative next-gap prediction the FIT gate uses (0 = no history)."""
-        return int(self.view.gap_pred_ns)
-
-    @property
-    def gaps_ns(self) -> list[int]:
-        """The gap ring, most recent last (only entries written so far)."""
-        n, ring = int(self.view.gap_idx), const("TGS_GAP_RING")
-        return [int(self.view.gap_ns[i % ring]) for i in range(max(0, n - ring), n)]
-
-    def set_prod_active(self, value: int) -> None:
-        self.view.prod_active = value
-
-    def release_one(self) -> None:
-        """Drop one count (a dead production process's); not atomic against the shims, which is why
-        ``recompute`` exists."""
-        if self.view.prod_active > 0:
-            self.view.prod_active -= 1
-
-    def recompute(self, segments: Iterable[Any]) -> int:
-        """Set prod_active to the number of live slots with dev_active = 1 over ``segments``."""
-        total = 0
-        for seg in segments:
-            for i in seg.live_slots():
-                total += int(seg.slot(i).dev_active != 0)
-        self.view.prod_active = total
-        return total
+    def set_jobs(self, jobs: Sequence[DevJob]) -> bool:
+        """Rewrite the table (at most MAX_JOBS entries, production first); False if unchanged."""
+        want = tuple(sorted(jobs, key=lambda j: (j.priority, j.name))[:MAX_JOBS])
+        if want == self._jobs:
+            return False
+        v = self.view
+        v.list_seq = v.list_seq + 1 | 1          # odd: being written
+        for k in range(MAX_JOBS):
+            e = v.jobs[k]
+            if k < len(want):
+                j = want[k]
+                raw = j.name.encode()[:63]
+                self._ffi.memmove(e.name, raw + b"\0" * (64 - len(raw)), 64)
+                e.generation, e.gap_mask, e.busy_bias = j.generation, j.gap_mask, j.busy_bias
+                e.priority, e.flags = j.priority, JOB_USED
+            else:
+                self._ffi.memmove(e.name, b"\0" * 64, 64)
+                e.generation = e.gap_mask = e.busy_bias = e.priority = e.flags = 0
+        v.njobs = len(want)
+        v.list_seq = v.list_seq + 1              # even: done, and changed
+        self._jobs = want
+        return True
 
     def close(self) -> None:
         if self._mm is None:

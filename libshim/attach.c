@@ -1,40 +1,20 @@
 /*
- * libshim/attach.c: mapping the job segment and owning a slot.
+ * libshim/attach.c: attaching to the job (files.c maps its files) and owning a slot.
  *
- * Lazily on the first hooked call that needs it, a process maps TGS_SEGMENT,
- * validates it and claims a free slot by taking the slot's OFD lock (held for
- * the life of the process; the kernel drops it when we die).  Any failure
+ * Lazily on the first hooked call that needs it, a process maps the job's
+ * control segment (TGS_CTL, read-only), the job segment (TGS_SEGMENT) and its
+ * job's publish page (TGS_PUB), validates them and claims a free slot by
+ * taking the slot's OFD lock (held for the life of the process; the kernel
+ * drops it when we die); it then reclaims every other dead slot.  Any failure
  * leaves the process unattached: one stderr line, then pass-through (or the
  * static TGS_MEM_LIMIT).  A forked child drops the inherited slot and
  * attaches again on first use.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
-
-int tgs_ofd_lock(int fd, int byte, int wait)
-{
-    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
-    for (;;) {
-        if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
-            return 0;
-        if (errno != EINTR)
-            return -1;
-    }
-}
-
-void tgs_ofd_unlock(int fd, int byte)
-{
-    struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
-    (void)fcntl(fd, F_OFD_SETLK, &fl);
-}
 
 void tgs_heartbeat(void)
 {
@@ -43,56 +23,9 @@ void tgs_heartbeat(void)
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
 }
 
-static const char *validate(const struct tgs_seg_header *h, uint64_t size)
-{
-    static char why[160];
-    if (h->magic != TGS_SEG_MAGIC)
-        return "bad magic (not a TGS segment)";
-    if (h->version != TGS_SEG_VERSION) {
-        snprintf(why, sizeof(why), "version %u, this shim understands %u", h->version,
-                 TGS_SEG_VERSION);
-        return why;
-    }
-    if (h->header_size != sizeof(struct tgs_seg_header) ||
-        h->slot_size != sizeof(struct tgs_slot) || h->lanes != TGS_SEG_LANES)
-        return "layout mismatch (header/slot size or lanes)";
-    if (h->nslots < 1 || h->nslots > TGS_SEG_MAX_SLOTS)
-        return "nslots out of range";
-    if (h->total_size != sizeof(struct tgs_seg_header) + (uint64_t)h->nslots * sizeof(struct tgs_slot))
-        return "total_size does not match nslots";
-    if (h->total_size != size)
-        return "file size differs from total_size (truncated?)";
-    return NULL;
-}
-
-static void map_device_segment(const char *seg_path, int32_t index)
-{
-    char dir[4096], path[4200];
-    snprintf(dir, sizeof(dir), "%s", seg_path);
-    snprintf(path, sizeof(path), "%s/device-%d.seg", dirname(dir), (int)index);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-        return; /* only gating needs it: reported when a gate flag asks for it */
-    struct stat st;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(struct tgs_dev_segment))
-        p = mmap(NULL, sizeof(struct tgs_dev_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return;
-    struct tgs_dev_segment *d = p;
-    if (d->magic != TGS_DEV_MAGIC || d->version != TGS_DEV_VERSION ||
-        d->size != sizeof(struct tgs_dev_segment)) {
-        munmap(p, sizeof(*d));
-        return;
-    }
-    tgs_g.dev = d;
-}
-
-static void fill_slot(struct tgs_slot *s, const struct tgs_seg_header *h)
+static void fill_slot(struct tgs_slot *s)
 {
     s->pid = (int32_t)getpid();
-    s->generation++;
     s->claimed_ns = tgs_now_ns();
     s->lanes_used = 0;
     memset(s->comm, 0, sizeof(s->comm));
@@ -101,68 +34,100 @@ static void fill_slot(struct tgs_slot *s, const struct tgs_seg_header *h)
     memset(s->lanes, 0, sizeof(s->lanes));
     s->inflight_work = s->oom_count = s->alloc_count = 0;
     s->dev_active = 0;
-    /* a new slot starts from the job's defaults; the controller may change them later */
-    s->burst = TGS_RELAXED_LOAD(&h->default_burst);
-    s->inflight_cap = TGS_RELAXED_LOAD(&h->default_inflight_cap);
-    s->rate = TGS_RELAXED_LOAD(&h->default_rate);
     s->heartbeat_ns = s->claimed_ns;
     __atomic_store_n(&s->state, TGS_SLOT_ACTIVE, __ATOMIC_RELEASE);
+}
+
+static uint64_t owner_id(uint32_t i, uint64_t generation)
+{
+    return ((uint64_t)(i + 1) << TGS_LEDGER_SLOT_SHIFT) | (generation & TGS_LEDGER_GEN_MASK);
+}
+
+/* Every other slot whose owner died (ACTIVE, lock free) goes back to the job:
+ * the controller no longer reclaims (it never writes a tenant's file). */
+static void reclaim_dead(struct tgs_seg_header *h, int fd, uint32_t mine)
+{
+    for (uint32_t j = 0; j < tgs_nslots(); j++) {
+        struct tgs_slot *s = tgs_slot_at(h, j);
+        if (j == mine || __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == TGS_SLOT_FREE)
+            continue;
+        if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)j, 0) != 0)
+            continue; /* alive */
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE) {
+            tgs_reclaim_slot_locked(s);
+            tgs_log(TGS_LOG_INFO, "reclaimed the slot %u of a dead process", j);
+        }
+        tgs_ofd_unlock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)j);
+    }
 }
 
 static int attach(void)
 {
     const char *path = tgs_g.opt.segment_path;
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path,
-                strerror(errno));
+    size_t csize = 0, size = 0;
+    int fd = -1;
+    const struct tgs_ctl_header *c = tgs_map_ctl(&csize);
+    if (!c)
+        return -1;
+    struct tgs_seg_header *h = tgs_map_seg(c, &fd, &size);
+    if (!h) {
+        munmap((void *)c, csize);
         return -1;
     }
-    struct stat st;
-    const char *why = NULL;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(struct tgs_seg_header))
-        why = "file smaller than a segment header (truncated?)";
-    else
-        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!why && p == MAP_FAILED)
-        why = strerror(errno);
-    if (!why)
-        why = validate(p, (uint64_t)st.st_size);
-    if (why) {
-        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path, why);
-        if (p != MAP_FAILED)
-            munmap(p, (size_t)st.st_size);
-        close(fd);
-        return -1;
-    }
-    struct tgs_seg_header *h = p;
     tgs_g.fd = fd;
     tgs_g.hdr = h;
-    tgs_g.map_size = (size_t)st.st_size;
-    map_device_segment(path, h->device_index);
-    for (uint32_t i = 0; i < h->nslots; i++) {
+    tgs_g.map_size = size;
+    tgs_g.ctl = c;
+    tgs_g.ctl_size = csize;
+    tgs_g.pub = tgs_map_own_pub(c);
+    const struct tgs_ctl_slot *lines = (const struct tgs_ctl_slot *)(c + 1);
+    for (uint32_t i = 0; i < tgs_nslots(); i++) {
         if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)i, 0) != 0)
             continue;
-        struct tgs_slot *s = (struct tgs_slot *)((char *)p + h->header_size +
-                                                 (size_t)i * h->slot_size);
-        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE)
-            tgs_reclaim_slot_locked(s); /* its owner died */
-        fill_slot(s, h);
+        struct tgs_slot *s = tgs_slot_at(h, i);
+        /* our generation first: the dead owner may have died holding the ledger word
+         * with its own id (this slot, the old generation), which must read as dead,
+         * and never as ours */
+        uint64_t gen = s->generation + 1;
+        __atomic_store_n(&s->generation, gen, __ATOMIC_RELEASE);
+        tgs_g.ledger_id = owner_id(i, gen);
         tgs_g.slot = s;
         tgs_g.slot_idx = (int)i;
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_FREE)
+            tgs_reclaim_slot_locked(s); /* its owner died */
+        fill_slot(s);
+        tgs_g.cline = &lines[i];
         tgs_g.epoch++;
         tgs_g.lanes_next = 0;
+        reclaim_dead(h, fd, i);
         tgs_log(TGS_LOG_INFO, "attached to %s slot %u", path, i);
         return 0;
     }
     tgs_log(TGS_LOG_ERROR, "segment %s: all %u slots are taken; running without the job's limits",
-            path, h->nslots);
-    munmap(p, tgs_g.map_size);
+            path, tgs_nslots());
+    munmap(h, tgs_g.map_size);
+    munmap((void *)c, csize);
+    if (tgs_g.pub)
+        munmap(tgs_g.pub, sizeof(*tgs_g.pub));
     close(fd);
     tgs_g.fd = -1;
     tgs_g.hdr = NULL;
+    tgs_g.ctl = NULL;
+    tgs_g.pub = NULL;
+    tgs_g.slot = NULL;
+    tgs_g.slot_idx = -1;
     return -1;
+}
+
+/* A refused allocation: the memory of processes that died since we attached
+ * may be what is missing (the controller does not reclaim). */
+void tgs_reclaim_dead(void)
+{
+    pthread_mutex_lock(&tgs_g.attach_mu);   /* one reclaimer per process: OFD locks are shared */
+    if (__atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE) == TGS_ATTACH_OK && tgs_g.hdr &&
+        tgs_g.slot_idx >= 0)
+        reclaim_dead(tgs_g.hdr, tgs_g.fd, (uint32_t)tgs_g.slot_idx);
+    pthread_mutex_unlock(&tgs_g.attach_mu);
 }
 
 void tgs_attach_slow(void)
@@ -205,12 +170,18 @@ void tgs_atfork_child(void)
         close(tgs_g.fd);
     if (tgs_g.hdr)
         munmap(tgs_g.hdr, tgs_g.map_size);
-    if (tgs_g.dev)
-        munmap(tgs_g.dev, sizeof(*tgs_g.dev));
+    if (tgs_g.ctl)
+        munmap((void *)tgs_g.ctl, tgs_g.ctl_size);
+    if (tgs_g.pub)
+        munmap(tgs_g.pub, sizeof(*tgs_g.pub));
     tgs_g.fd = -1;
     tgs_g.hdr = NULL;
     tgs_g.slot = NULL;
-    tgs_g.dev = NULL;
+    tgs_g.ctl = NULL;
+    tgs_g.cline = NULL;
+    tgs_g.pub = NULL;
+    tgs_g.ledger_id = 0;
+    tgs_peers_reset();
     tgs_g.slot_idx = -1;
     tgs_g.epoch++;
     tgs_g.local_used = 0;

@@ -5,8 +5,12 @@
  * launch goes only when it and what this process still has queued will be
  * done before production is predicted to return:
  *
- *     prod_active == 0  and  max(q_until, now) + est x work
- *                             <= idle_since_ns + gap_pred_ns
+ *     production idle  and  max(q_until, now) + est x work
+ *                             <= min over production jobs (idle_since_ns + gap_pred_ns)
+ *
+ * (production idle: no production pub of the device is busy; the gap ends
+ * when the first production job is predicted back, so one production job's
+ * figures can only shorten the gap others leave; peers.c reads them).
  *
  * est (ns of GPU time per work unit) comes from this process's own kernels:
  * every 8th gated launch (every one while there is no estimate) is bracketed
@@ -31,6 +35,8 @@
  * gaps whose owner left them unclaimed (gap_mine).
  * Everything here is on the throttled slow path; a lost event or a missing
  * device segment degrades to plain WAIT / no gating, never to an error.
+ * Sequence numbers ("busy_seq") are the device's gap sequence,
+ * tgs_prod_seq(): the sum of the production pubs' busy_seq.
  */
 #include "shim.h"
 
@@ -40,7 +46,7 @@
 #define EST_DOWN 0.125               /* weight of a lower clean sample */
 
 /* What the last sample measured, if it is complete; caller holds mu. */
-static void poll_locked(struct tgs_dev_segment *d)
+static void poll_locked(void)
 {
     struct tgs_fit *f = &tgs_g.fit;
     if (f->pending != 2)
@@ -61,8 +67,7 @@ static void poll_locked(struct tgs_dev_segment *d)
     if (e != CUDA_SUCCESS || !(ms > 0.0f) || !f->pending_work)
         return;
     double s = (double)ms * 1e6 / (double)f->pending_work;
-    int clean = f->clean && d &&
-                __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE) == f->pending_seq;
+    int clean = f->clean && tgs_prod_seq() == f->pending_seq;
     if (f->est == 0.0 || (f->provisional && clean)) {
         f->est = s;
         f->provisional = !clean;
@@ -89,50 +94,43 @@ static int events_ready(void)
     return 1;
 }
 
-/* Ring-wide longest gap: a gap lasting twice that has outlasted the history. */
-static uint64_t gap_max(struct tgs_dev_segment *d)
-{
-    uint64_t hi = 0;
-    for (int k = 0; k < TGS_GAP_RING; k++) {
-        uint64_t g = __atomic_load_n(&d->gap_ns[k], __ATOMIC_RELAXED);
-        hi = g > hi ? g : hi;
-    }
-    return hi;
-}
-
 enum verdict { WAIT_MORE = 0, GO };
 
-/* Weighted sharing of the gaps among opportunistic jobs (slot.gap_mask): a
- * gap belongs to the processes whose mask has bit busy_seq % 64; others may
- * use it once its owner has let TGS_GAP_CLAIM_GRACE_NS pass unclaimed. */
-static int gap_mine(struct tgs_dev_segment *d, uint64_t age)
+/* Weighted sharing of the gaps among opportunistic jobs (ctl line gap_mask):
+ * a gap belongs to the processes whose mask has bit (gap sequence) % 64;
+ * others may use it once its owner has let TGS_GAP_CLAIM_GRACE_NS pass
+ * unclaimed.  The claim is read from the OWNER's pub only (the owner job is
+ * found by the device segment's gap masks): a lying job controls only its
+ * own gaps. */
+static int gap_mine(uint64_t age)
 {
-    uint64_t mask = tgs_g.slot ? TGS_RELAXED_LOAD(&tgs_g.slot->gap_mask) : 0;
+    uint64_t mask = tgs_g.cline ? TGS_RELAXED_LOAD(&tgs_g.cline->gap_mask) : 0;
     if (!mask)
         return 1;
-    uint64_t g = __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE);
+    uint64_t g = tgs_prod_seq();
     if ((mask >> (g % 64)) & 1)
         return 1;
-    return age >= TGS_GAP_CLAIM_GRACE_NS &&
-           __atomic_load_n(&d->gap_claim, __ATOMIC_ACQUIRE) != g + 1;
+    int owned = 0;
+    uint64_t claim = tgs_gap_owner_claim(g, &owned);
+    return age >= TGS_GAP_CLAIM_GRACE_NS && (!owned || claim != g + 1);
 }
 
 /* May the launch go now?  second: in the second half of the wait.  Caller
  * holds mu (est, q_until, the pending sample). */
-static enum verdict judge(struct tgs_dev_segment *d, uint64_t now, uint64_t work, int second)
+static enum verdict judge(uint64_t now, uint64_t work, int second)
 {
     struct tgs_fit *f = &tgs_g.fit;
-    if (__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE))
+    if (tgs_prod_busy())
         return WAIT_MORE;
-    uint64_t pred = __atomic_load_n(&d->gap_pred_ns, __ATOMIC_ACQUIRE);
-    uint64_t idle = __atomic_load_n(&d->idle_since_ns, __ATOMIC_ACQUIRE);
-    if (!pred || !idle)
+    uint64_t idle = 0;
+    uint64_t gap_end = tgs_prod_gap_end(&idle);
+    if (!gap_end)
         return GO;                                   /* no history: plain WAIT */
     uint64_t age = now > idle ? now - idle : 0;
-    int outlasted = age > 2 * gap_max(d);
+    int outlasted = age > 2 * tgs_prod_gap_max();
     if (second)
         return age <= FRESH_NS || outlasted ? GO : WAIT_MORE;
-    if (!gap_mine(d, age))
+    if (!gap_mine(age))
         return WAIT_MORE;
     if (f->est == 0.0)                               /* first sample still running */
         return f->pending ? WAIT_MORE : GO;
@@ -140,11 +138,11 @@ static enum verdict judge(struct tgs_dev_segment *d, uint64_t now, uint64_t work
     if (outlasted)
         return base == now ? GO : WAIT_MORE;
     double end = (double)base + f->est * (double)work;
-    return end <= (double)(idle + pred) ? GO : WAIT_MORE;
+    return end <= (double)gap_end ? GO : WAIT_MORE;
 }
 
 /* Charge the launch to our queue and maybe start a sample; caller holds mu. */
-static int commit(struct tgs_dev_segment *d, uint64_t now, uint64_t work, CUstream stream)
+static int commit(uint64_t now, uint64_t work, CUstream stream)
 {
     struct tgs_fit *f = &tgs_g.fit;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
@@ -162,15 +160,14 @@ static int commit(struct tgs_dev_segment *d, uint64_t now, uint64_t work, CUstre
         return 0;
     f->pending = 1;
     f->pending_work = work;
-    f->pending_seq = __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE);
-    f->clean = !__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE);
+    f->pending_seq = tgs_prod_seq();
+    f->clean = !tgs_prod_busy();
     return 1;
 }
 
-int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream)
+int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
 {
-    struct tgs_dev_segment *d = tgs_gate_dev();
-    if (!d)
+    if (!tgs_gate_on())
         return 0;
     struct tgs_fit *f = &tgs_g.fit;
     __atomic_store_n(&f->used, 1, __ATOMIC_RELAXED);
@@ -178,20 +175,19 @@ int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream)
     uint64_t start = tgs_now_ns(), now = start;
     pthread_mutex_lock(&f->mu);
     for (;;) {
-        poll_locked(d);
+        poll_locked();
         uint64_t waited = now - start;
-        if (waited >= max_ns || judge(d, now, work, waited >= max_ns / 2) == GO)
+        if (waited >= max_ns || judge(now, work, waited >= max_ns / 2) == GO)
             break;
         pthread_mutex_unlock(&f->mu);
         uint64_t left = max_ns - waited;
-        tgs_gate_sleep(d, left < GATE_STEP_NS ? left : GATE_STEP_NS);
+        tgs_gate_sleep(left < GATE_STEP_NS ? left : GATE_STEP_NS);
         now = tgs_now_ns();
         pthread_mutex_lock(&f->mu);
     }
-    if (!__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE))   /* launching into a gap */
-        __atomic_store_n(&d->gap_claim, __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE) + 1,
-                         __ATOMIC_RELEASE);
-    int sampled = commit(d, now, work, stream);
+    if (tgs_g.pub && !tgs_prod_busy())   /* launching into a gap: claim it, in our own pub */
+        __atomic_store_n(&tgs_g.pub->gap_claim, tgs_prod_seq() + 1, __ATOMIC_RELEASE);
+    int sampled = commit(now, work, stream);
     pthread_mutex_unlock(&f->mu);
     if (now != start && tgs_g.slot)
         TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, now);
@@ -220,7 +216,7 @@ void tgs_fit_synced(int all)
     if (!__atomic_load_n(&f->used, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&f->mu);
-    poll_locked(tgs_g.dev);
+    poll_locked();
     if (all)
         f->q_until_ns = 0;
     pthread_mutex_unlock(&f->mu);

@@ -22,18 +22,18 @@ int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream)
     struct tgs_lane *lane = tgs_tls.lane;
     if (!lane || tgs_tls.epoch != tgs_g.epoch)
         lane = tgs_lane_slow(s);
-    uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags);
+    uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.ctl->gate_flags);
     int fit = (gate & (TGS_GATE_WAIT | TGS_GATE_FIT)) == (TGS_GATE_WAIT | TGS_GATE_FIT);
     if ((gate & TGS_GATE_WAIT) && !fit)
-        tgs_gate_wait(tgs_g.hdr);
-    uint64_t rate = TGS_RELAXED_LOAD(&s->rate);
+        tgs_gate_wait(tgs_g.ctl);
+    uint64_t rate = TGS_RELAXED_LOAD(&tgs_g.cline->rate);
     if (rate != TGS_RATE_UNLIMITED)
         tgs_throttle(s, lane, rate, work);
-    uint64_t cap = TGS_RELAXED_LOAD(&s->inflight_cap);
+    uint64_t cap = TGS_RELAXED_LOAD(&tgs_g.cline->inflight_cap);
     if (cap)
         tgs_inflight_before(s, cap, work, stream);
     /* last, so that the fit is judged at the moment the kernel goes */
-    int sampled = fit ? tgs_fit_gate(tgs_g.hdr, work, stream) : 0;
+    int sampled = fit ? tgs_fit_gate(tgs_g.ctl, work, stream) : 0;
     if (gate & TGS_GATE_PUBLISH)
         tgs_gate_publish_busy(s);
     if (!tgs_tls.shared) {
@@ -55,7 +55,7 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
         return;
     __atomic_add_fetch(&tgs_g.launch_seq, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&tgs_g.last_stream, stream, __ATOMIC_RELAXED);
-    uint64_t cap = TGS_RELAXED_LOAD(&s->inflight_cap);
+    uint64_t cap = TGS_RELAXED_LOAD(&tgs_g.cline->inflight_cap);
     if (cap)
         tgs_inflight_after(s, cap, work, stream);
 }

@@ -2,23 +2,90 @@
  * libshim/ledger.c: memory admission against the job quota (segment.h's
  * ledger protocol) or, without a segment, against the static TGS_MEM_LIMIT.
  *
- * The ledger lock is an OFD lock on the segment file, which does not exclude
- * other threads of this process (they share our open file description), so a
- * process mutex is taken around it.
+ * The ledger lock is a word in the .seg header, taken with one CAS and
+ * released with one store: no syscall on the allocation path.  Threads of
+ * this process share its owner id, so a process mutex is taken around it.
+ * A waiter spins briefly, then sleeps in short steps; after
+ * TGS_LEDGER_STEAL_NS it checks whether the holder is alive (its slot lock
+ * held by someone, same generation) and steals the word from a dead one;
+ * ledger_dirty then makes it recompute mem_used from the slots.
  */
+#include <time.h>
+
 #include "shim.h"
+
+#define SPINS 200
+#define SLEEP_NS 2000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The owner of the word is dead: a slot index out of range, a changed
+ * generation, or nobody holds its slot lock.  Never our own id. */
+static int owner_dead(struct tgs_seg_header *h, uint64_t owner)
+{
+    if (owner == tgs_g.ledger_id)
+        return 0;
+    uint64_t idx1 = owner >> TGS_LEDGER_SLOT_SHIFT;
+    if (idx1 == 0 || idx1 > tgs_nslots())
+        return 1;
+    struct tgs_slot *s = tgs_slot_at(h, (uint32_t)(idx1 - 1));
+    if ((TGS_RELAXED_LOAD(&s->generation) & TGS_LEDGER_GEN_MASK) != (owner & TGS_LEDGER_GEN_MASK))
+        return 1;
+    return !tgs_ofd_held(tgs_g.fd, TGS_SEG_LOCK_SLOT_BASE + (int)(idx1 - 1));
+}
+
+static void lock_word_slow(struct tgs_seg_header *h, uint64_t me)
+{
+    uint64_t start = 0, checked = 0;
+    for (unsigned n = 0;; n++) {
+        uint64_t cur = __atomic_load_n(&h->ledger_lock, __ATOMIC_RELAXED);
+        if (cur == 0) {
+            if (__atomic_compare_exchange_n(&h->ledger_lock, &cur, me, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return;
+            continue;
+        }
+        if (n < SPINS) {
+            cpu_relax();
+            continue;
+        }
+        uint64_t now = tgs_now_ns();
+        if (!start)
+            start = checked = now;
+        if (now - checked >= TGS_LEDGER_STEAL_NS) {
+            checked = now;
+            if (owner_dead(h, cur) &&
+                __atomic_compare_exchange_n(&h->ledger_lock, &cur, me, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
+                /* its update may be half done: recompute (ledger_dirty is set by the
+                 * holder before any change; set it here too for an early death) */
+                __atomic_store_n(&h->ledger_dirty, 1, __ATOMIC_RELAXED);
+                tgs_log(TGS_LOG_INFO, "took over the ledger lock of a dead process");
+                return;
+            }
+        }
+        tgs_sleep_ns(SLEEP_NS);
+    }
+}
 
 static void ledger_enter(struct tgs_seg_header *h)
 {
     pthread_mutex_lock(&tgs_g.ledger_mu);
-    tgs_ofd_lock(tgs_g.fd, TGS_SEG_LOCK_LEDGER, 1);
+    uint64_t me = tgs_g.ledger_id, zero = 0;
+    if (!__atomic_compare_exchange_n(&h->ledger_lock, &zero, me, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        lock_word_slow(h, me);
     if (h->ledger_dirty) { /* the previous holder died mid-update */
         uint64_t sum = 0;
-        for (uint32_t i = 0; i < h->nslots; i++) {
-            const struct tgs_slot *s = (const struct tgs_slot *)((const char *)h + h->header_size +
-                                                                 (size_t)i * h->slot_size);
-            sum += s->mem_used;
-        }
+        for (uint32_t i = 0; i < tgs_nslots(); i++)
+            sum += tgs_slot_at(h, i)->mem_used;
         h->mem_used = sum;
     }
     h->ledger_dirty = 1;
@@ -27,7 +94,7 @@ static void ledger_enter(struct tgs_seg_header *h)
 static void ledger_exit(struct tgs_seg_header *h)
 {
     h->ledger_dirty = 0;
-    tgs_ofd_unlock(tgs_g.fd, TGS_SEG_LOCK_LEDGER);
+    __atomic_store_n(&h->ledger_lock, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&tgs_g.ledger_mu);
 }
 
@@ -44,12 +111,8 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s)
         h->retired_throttled_ns += TGS_RELAXED_LOAD(&s->lanes[i].throttled_ns);
     }
     ledger_exit(h);
-    if (s->dev_active && tgs_g.dev) {
-        uint64_t v = __atomic_load_n(&tgs_g.dev->prod_active, __ATOMIC_RELAXED);
-        while (v > 0 && !__atomic_compare_exchange_n(&tgs_g.dev->prod_active, &v, v - 1, 0,
-                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-        }
-    }
+    if (s->dev_active)
+        tgs_pub_drop_busy(); /* a process that died busy */
     s->heartbeat_ns = s->inflight_work = s->oom_count = s->alloc_count = 0;
     s->dev_active = 0;
     s->pid = 0;
@@ -57,27 +120,38 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s)
     __builtin_memset(s->lanes, 0, sizeof(s->lanes));
     __atomic_store_n(&s->state, TGS_SLOT_FREE, __ATOMIC_RELEASE);
 }
-
 static int add_fits(uint64_t used, uint64_t n, uint64_t quota)
 {
     return quota == TGS_QUOTA_UNLIMITED || (n <= quota && used <= quota - n);
+}
+
+static int admit_locked(struct tgs_slot *s, uint64_t bytes)
+{
+    struct tgs_seg_header *h = tgs_g.hdr;
+    ledger_enter(h);
+    int ok = add_fits(h->mem_used, bytes, TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota));
+    if (ok) {
+        s->mem_used += bytes;
+        h->mem_used += bytes;
+        if (h->mem_used > h->mem_peak)
+            h->mem_peak = h->mem_used;
+    }
+    ledger_exit(h);
+    return ok;
 }
 
 int tgs_mem_admit(uint64_t bytes)
 {
     struct tgs_slot *s = tgs_slot();
     if (s) {
-        struct tgs_seg_header *h = tgs_g.hdr;
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
-        ledger_enter(h);
-        int ok = add_fits(h->mem_used, bytes, TGS_RELAXED_LOAD(&h->mem_quota));
-        if (ok) {
-            s->mem_used += bytes;
-            h->mem_used += bytes;
-            if (h->mem_used > h->mem_peak)
-                h->mem_peak = h->mem_used;
+        int ok = admit_locked(s, bytes);
+        if (!ok) {
+            /* over quota: first give back what dead processes of the job still hold
+             * (slow path, rare: the caller is about to see an OOM) */
+            tgs_reclaim_dead();
+            ok = admit_locked(s, bytes);
         }
-        ledger_exit(h);
         if (ok)
             TGS_RELAXED_STORE(&s->alloc_count, s->alloc_count + 1);
         else
@@ -146,7 +220,7 @@ int tgs_mem_view(uint64_t *quota, uint64_t *used)
 {
     struct tgs_slot *s = tgs_slot();
     if (s) {
-        *quota = TGS_RELAXED_LOAD(&tgs_g.hdr->mem_quota);
+        *quota = TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota);
         *used = TGS_RELAXED_LOAD(&tgs_g.hdr->mem_used);
     } else {
         *quota = tgs_g.opt.mem_limit;

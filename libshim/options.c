@@ -73,6 +73,10 @@ void tgs_options_load(struct tgs_options *o)
                 lv);
 
     copy_env(o->segment_path, sizeof(o->segment_path), "TGS_SEGMENT");
+    copy_env(o->ctl_path, sizeof(o->ctl_path), "TGS_CTL");
+    copy_env(o->pub_path, sizeof(o->pub_path), "TGS_PUB");
+    copy_env(o->pub_dir, sizeof(o->pub_dir), "TGS_PUB_DIR");
+    copy_env(o->device_path, sizeof(o->device_path), "TGS_DEVICE_SEG");
     copy_env(o->real_libcuda, sizeof(o->real_libcuda), "TGS_REAL_LIBCUDA");
 
     o->mem_limit = TGS_QUOTA_UNLIMITED;

@@ -62,6 +62,10 @@ enum tgs_log_level { TGS_LOG_ERROR = 0, TGS_LOG_WARN, TGS_LOG_INFO, TGS_LOG_DEBU
 /* What the environment said, read once (options.c). */
 struct tgs_options {
     char segment_path[4096];    /* TGS_SEGMENT, "" = none */
+    char ctl_path[4096];        /* TGS_CTL, "" = the segment path with .seg -> .ctl */
+    char pub_path[4096];        /* TGS_PUB, "" = <pub dir>/<job>.pub */
+    char pub_dir[4096];         /* TGS_PUB_DIR, "" = <segment dir>/pub */
+    char device_path[4096];     /* TGS_DEVICE_SEG, "" = <segment dir>/device-<i>.seg */
     uint64_t mem_limit;         /* TGS_MEM_LIMIT, TGS_QUOTA_UNLIMITED = none */
     int log_level;              /* TGS_LOG_LEVEL */
     int debug_hits;             /* TGS_DEBUG_HITS=1: count hook calls (tests) */
@@ -105,6 +109,37 @@ struct tgs_fit {
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 
+/* Other jobs' publish pages and the device segment, mapped read-only into a
+ * fixed region of TGS_PEER_PAGES pages (peers.c): page k < TGS_DEV_MAX_JOBS
+ * holds the pub of device-table entry k (or an anonymous zero page), the
+ * last page the device segment.  Pages are never unmapped, only replaced
+ * (MAP_FIXED), so a reader never touches an unmapped address; the SIGBUS
+ * guard replaces a page whose file was truncated by a zero page. */
+#define TGS_PEER_PAGE 4096
+#define TGS_PEER_PAGES (TGS_DEV_MAX_JOBS + 1)
+struct tgs_peer {
+    int used;                   /* mapped and valid (relaxed loads by readers) */
+    uint32_t priority;
+    uint64_t busy_bias;
+    uint64_t gap_mask;
+    uint64_t generation;
+    uint64_t retry_ns;          /* a bad/damaged page is re-validated after this */
+    char name[TGS_SEG_NAME_MAX];
+};
+struct tgs_peers {
+    pthread_mutex_t mu;
+    char *region;               /* TGS_PEER_PAGES pages, PROT_READ */
+    size_t page;                /* the page size */
+    const struct tgs_dev_segment *dev;  /* = last page, when the device segment is valid */
+    uint64_t list_seq;          /* the device list_seq the table was read at */
+    volatile int damaged;       /* set by the SIGBUS guard: re-validate on a slow path */
+    volatile int page_damaged[TGS_PEER_PAGES];
+    int guard;                  /* the SIGBUS handler is installed */
+    uint64_t guard_checked_ns;  /* when the handler was last seen in place */
+    uint64_t retry_ns;          /* a missing/invalid file is looked at again then (0 = none) */
+    struct tgs_peer e[TGS_DEV_MAX_JOBS];
+};
+
 struct tgs_global {
     pthread_once_t once;
     int ready;                  /* init done (acquire/release) */
@@ -118,18 +153,23 @@ struct tgs_global {
     /* the job segment (attach.c); reset in a forked child */
     pthread_mutex_t attach_mu;
     int attach_state;           /* enum tgs_attach_state (acquire/release) */
-    int fd;
+    int fd;                     /* the .seg (read-write; slot locks live on it) */
     size_t map_size;
     struct tgs_seg_header *hdr;
     struct tgs_slot *slot;
     int slot_idx;
+    const struct tgs_ctl_header *ctl;   /* the .ctl, PROT_READ */
+    size_t ctl_size;
+    const struct tgs_ctl_slot *cline;   /* our slot's control line in the .ctl */
+    struct tgs_pub *pub;        /* our job's own publish page (read-write), or NULL */
     uint32_t epoch;             /* bumped per attach: invalidates thread lanes */
     uint32_t lanes_next;
-    struct tgs_dev_segment *dev;
     int gate_warned;
+    struct tgs_peers peers;
 
     /* memory (ledger.c, ptrmap.c) */
-    pthread_mutex_t ledger_mu;  /* OFD locks do not exclude threads of one process */
+    pthread_mutex_t ledger_mu;  /* threads of one process share the ledger owner id */
+    uint64_t ledger_id;         /* TGS_LEDGER owner id of this process (slot, generation) */
     uint64_t local_used;        /* static TGS_MEM_LIMIT mode */
     struct tgs_ptrmap ptrs;
     struct tgs_ptrmap graphs;
@@ -214,8 +254,27 @@ void tgs_heartbeat(void);
 void tgs_atfork_child(void);
 void tgs_detach(void);
 void tgs_reclaim_slot_locked(struct tgs_slot *s);
+void tgs_reclaim_dead(void);    /* every dead slot of the job (not ours) goes back to it */
 int tgs_ofd_lock(int fd, int byte, int wait);
 void tgs_ofd_unlock(int fd, int byte);
+int tgs_ofd_held(int fd, int byte);   /* another description holds a lock on it */
+
+/* files.c: the job's files, validated (NULL and one stderr line on any problem) */
+const struct tgs_ctl_header *tgs_map_ctl(size_t *size);
+struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size_t *size);
+struct tgs_pub *tgs_map_own_pub(const struct tgs_ctl_header *c);
+void tgs_device_path(char *out, size_t cap, int32_t index);
+void tgs_pub_dir(char *out, size_t cap);
+/* The slot count, from the read-only .ctl (the .seg's copy is the tenant's to scribble on);
+ * only valid while attached. */
+static inline uint32_t tgs_nslots(void)
+{
+    return tgs_g.ctl->id.nslots;
+}
+static inline struct tgs_slot *tgs_slot_at(struct tgs_seg_header *h, uint32_t i)
+{
+    return (struct tgs_slot *)((char *)h + sizeof(*h) + (size_t)i * sizeof(struct tgs_slot));
+}
 
 /* ledger.c */
 int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */
@@ -241,16 +300,34 @@ void tgs_inflight_after(struct tgs_slot *s, uint64_t cap, uint64_t work, CUstrea
 void tgs_inflight_retire_all(void);
 void tgs_inflight_poll(void);
 
+/* peers.c: the device list and the production pubs, read-only */
+void tgs_peers_reset(void);         /* in a forked child: mappings stay, the table is re-read */
+int tgs_peers_refresh(void);        /* slow path: 1 when the device segment is usable */
+int tgs_prod_busy(void);            /* any production job of the device has work queued */
+/* predicted end of the current gap: min over production pubs of idle_since_ns +
+ * gap_pred_ns; 0 = a production job has no history.  *idle: when the gap began
+ * (the latest idle_since_ns). */
+uint64_t tgs_prod_gap_end(uint64_t *idle);
+uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
+uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
+uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */
+const uint32_t *tgs_prod_futex(uint32_t *val); /* a busy production pub's idle_futex */
+
+/* sigbus.c: the guard over peers.c's region (install: caller holds peers.mu) */
+void tgs_guard_install(void);
+void tgs_guard_recheck(void);
+
 /* sync_hooks.c */
-struct tgs_dev_segment *tgs_gate_dev(void); /* the device segment, or NULL (warns once) */
-void tgs_gate_wait(struct tgs_seg_header *h);
+int tgs_gate_on(void);              /* the device segment is usable (warns once if not) */
+void tgs_gate_wait(const struct tgs_ctl_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s);
 void tgs_gate_idle(void);
-void tgs_gate_sleep(struct tgs_dev_segment *d, uint64_t ns); /* wakes when production idles */
+void tgs_gate_sleep(uint64_t ns);   /* wakes when production idles */
+void tgs_pub_drop_busy(void);       /* a dead slot's busy count goes back (attach.c) */
 
 /* fit.c: the FIT gate; returns 1 when this launch is to be timed (then pass
  * it to tgs_fit_after with the launch's result) */
-int tgs_fit_gate(struct tgs_seg_header *h, uint64_t work, CUstream stream);
+int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream);
 void tgs_fit_after(int sampled, CUresult r, CUstream stream);
 void tgs_fit_synced(int all);   /* after a successful synchronize (all: of everything) */
 void tgs_fit_reset(void);       /* in a forked child */
@@ -275,7 +352,7 @@ struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
  * tgs_launch_slow_before()/tgs_after_launch() instead.
  *
  * A production process (gate PUBLISH) stays on this path while it is already
- * counted busy in the device segment: only its idle->busy transition (the
+ * counted busy in its job's publish page: only its idle->busy transition (the
  * first launch after a synchronize) takes the slow path.  It also notes the
  * launch for the synchronize hooks (which stream, and that a launch happened
  * since the last event record) with plain stores: a lost update between two
@@ -291,12 +368,12 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
     int st = __atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE);
     if (st != TGS_ATTACH_OK)
         return st == TGS_ATTACH_OFF; /* pass-through, or attach first (slow) */
-    struct tgs_slot *s = tgs_g.slot;
+    const struct tgs_ctl_slot *c = tgs_g.cline;
     struct tgs_lane *lane = tgs_tls.lane;
-    uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.hdr->gate_flags);
+    uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.ctl->gate_flags);
     if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch || tgs_tls.shared ||
-                     TGS_RELAXED_LOAD(&s->rate) != TGS_RATE_UNLIMITED ||
-                     TGS_RELAXED_LOAD(&s->inflight_cap) || TGS_RELAXED_LOAD(&tgs_g.captures) ||
+                     TGS_RELAXED_LOAD(&c->rate) != TGS_RATE_UNLIMITED ||
+                     TGS_RELAXED_LOAD(&c->inflight_cap) || TGS_RELAXED_LOAD(&tgs_g.captures) ||
                      (gate && (gate != TGS_GATE_PUBLISH ||
                                !TGS_RELAXED_LOAD(&tgs_g.dev_active)))))
         return 0;

@@ -14,6 +14,7 @@ struct tgs_global tgs_g = {
     .ptrs = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .graphs = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .fit = { .mu = PTHREAD_MUTEX_INITIALIZER },
+    .peers = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .fd = -1,
     .slot_idx = -1,
 };
@@ -56,8 +57,8 @@ void tgs_init_slow(void)
     pthread_once(&tgs_g.once, tgs_init_once);
 }
 
-/* Give the slot back on a clean exit (a crash is reclaimed by the next owner
- * of the slot or by the controller, through the slot's OFD lock). */
+/* Give the slot back on a clean exit (a crash is reclaimed by the next
+ * process of the job that attaches, through the slot's OFD lock). */
 __attribute__((destructor)) static void tgs_fini(void)
 {
     tgs_detach();

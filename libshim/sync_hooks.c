@@ -1,15 +1,19 @@
 /*
  * libshim/sync_hooks.c: synchronize/query hooks and production-activity
- * gating through the device segment (segment.h, TGS_GATE_*).
+ * gating through the publish pages (segment.h, TGS_GATE_*).
  *
- * PUBLISH: a production process counts itself in dev->prod_active from its
- * first launch after being idle until a synchronize (or a successful query of
- * its last launched work) returns.  At the device-wide transitions only (the
- * add that finds 0, the CAS that leaves 0) it also keeps the gap history that
- * FIT (fit.c) predicts from: idle_since_ns, busy_seq, gap_ns[], gap_pred_ns.
- * WAIT: an opportunistic launch sleeps in ~75 us steps while prod_active > 0,
- * at most gate_max_wait_us, then goes.  Without a valid device segment
- * gating is off (one stderr line).
+ * PUBLISH: a production process counts itself in its OWN job's pub->busy
+ * from its first launch after being idle until a synchronize (or a
+ * successful query of its last launched work) returns.  At the job-wide
+ * transitions only (the add that finds 0, the CAS that leaves 0) it also
+ * keeps the gap history that FIT (fit.c) predicts from: idle_since_ns,
+ * busy_seq, gap_ns[], gap_pred_ns; after 1 -> 0 it bumps idle_futex and
+ * calls FUTEX_WAKE unconditionally (no waiter count: a count other tenants
+ * write would let them steer production's syscalls).
+ * WAIT: an opportunistic launch sleeps in ~75 us steps while a production
+ * job of the device is busy (peers.c reads their pubs read-only), at most
+ * gate_max_wait_us, then goes.  Without a valid device segment gating is off
+ * (one stderr line).
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -23,25 +27,21 @@
 #define GAP_ABSURD_NS 10000000000ull /* a longer "gap" is a pause, not a pattern */
 #define GAP_MARGIN_NS 50000ull       /* + 1/50: host wake-up jitter on both sides */
 
-struct tgs_dev_segment *tgs_gate_dev(void)
+int tgs_gate_on(void)
 {
-    if (tgs_g.dev)
-        return tgs_g.dev;
+    if (tgs_peers_refresh())
+        return 1;
     if (!__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
         tgs_log(TGS_LOG_WARN, "gating requested but the device segment (device-<idx>.seg next to "
-                              "the job segment) is missing or invalid: gating is off");
-    return NULL;
+                              "the job segment, or TGS_DEVICE_SEG) is missing or invalid: "
+                              "gating is off");
+    return 0;
 }
 
-static int have_dev(void)
-{
-    return tgs_gate_dev() != NULL;
-}
-
-/* Production went busy device-wide: the gap that just ended joins the ring and
+/* Production went busy job-wide: the gap that just ended joins the ring and
  * the prediction becomes its minimum less the margin (conservative: a gap
  * shorter than any recent one is what hurts production). */
-static void gap_note(struct tgs_dev_segment *d)
+static void gap_note(struct tgs_pub *d)
 {
     uint64_t now = tgs_now_ns();
     uint64_t idle = __atomic_load_n(&d->idle_since_ns, __ATOMIC_ACQUIRE);
@@ -60,40 +60,46 @@ static void gap_note(struct tgs_dev_segment *d)
     __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
 }
 
-/* The GPU just went idle for production: wake opportunistic shims waiting
- * for it at once (a syscall only when someone waits). */
-static void wake_waiters(struct tgs_dev_segment *d)
+/* The job just went idle: wake opportunistic shims waiting for it at once. */
+static void wake_waiters(struct tgs_pub *d)
 {
     __atomic_add_fetch(&d->idle_futex, 1, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&d->waiters, __ATOMIC_ACQUIRE))
-        syscall(SYS_futex, &d->idle_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    syscall(SYS_futex, &d->idle_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Sleep up to ns, returning early when production goes idle.  Reading the
- * futex word before prod_active means a transition in between changes the
- * word, and FUTEX_WAIT then returns at once: no wake-up is lost. */
-void tgs_gate_sleep(struct tgs_dev_segment *d, uint64_t ns)
+ * futex word before the busy count means a transition in between changes
+ * the word, and FUTEX_WAIT then returns at once: no wake-up is lost.  The
+ * word lies in another tenant's pub, mapped read-only: FUTEX_WAIT only
+ * reads it. */
+void tgs_gate_sleep(uint64_t ns)
 {
-    uint32_t seq = __atomic_load_n(&d->idle_futex, __ATOMIC_ACQUIRE);
-    if (!__atomic_load_n(&d->prod_active, __ATOMIC_ACQUIRE)) {
+    uint32_t seq = 0;
+    const uint32_t *w = tgs_prod_futex(&seq);
+    if (!w) {
         tgs_sleep_ns(ns);   /* already idle: waiting for another reason */
         return;
     }
     struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-    __atomic_add_fetch(&d->waiters, 1, __ATOMIC_ACQ_REL);
-    syscall(SYS_futex, &d->idle_futex, FUTEX_WAIT, seq, &ts, NULL, 0);
-    __atomic_sub_fetch(&d->waiters, 1, __ATOMIC_ACQ_REL);
+    uint64_t t0 = tgs_now_ns();
+    syscall(SYS_futex, w, FUTEX_WAIT, seq, &ts, NULL, 0);
+    /* Woken (or the word moved) while production still claims to be busy: that wake
+     * did not end a busy phase.  Sleep out the step rather than loop at once: the word
+     * is the other tenant's, and its wakes must not make us spin. */
+    uint64_t spent = tgs_now_ns() - t0;
+    if (spent < ns && tgs_prod_busy())
+        tgs_sleep_ns(ns - spent);
 }
 
-void tgs_gate_wait(struct tgs_seg_header *h)
+void tgs_gate_wait(const struct tgs_ctl_header *h)
 {
-    if (!have_dev() || !TGS_RELAXED_LOAD(&tgs_g.dev->prod_active))
+    if (!tgs_gate_on() || !tgs_prod_busy())
         return;
     uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
     uint64_t start = tgs_now_ns(), now = start;
-    while (TGS_RELAXED_LOAD(&tgs_g.dev->prod_active) && now - start < max_ns) {
+    while (tgs_prod_busy() && now - start < max_ns) {
         uint64_t left = max_ns - (now - start);
-        tgs_gate_sleep(tgs_g.dev, left < GATE_STEP_NS ? left : GATE_STEP_NS);
+        tgs_gate_sleep(left < GATE_STEP_NS ? left : GATE_STEP_NS);
         now = tgs_now_ns();
     }
     if (tgs_g.slot)
@@ -102,15 +108,46 @@ void tgs_gate_wait(struct tgs_seg_header *h)
 
 void tgs_gate_publish_busy(struct tgs_slot *s)
 {
-    if (TGS_RELAXED_LOAD(&tgs_g.dev_active) || !have_dev())
+    if (TGS_RELAXED_LOAD(&tgs_g.dev_active))
         return;
+    struct tgs_pub *d = tgs_g.pub;
+    if (!d) {
+        if (!__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
+            tgs_log(TGS_LOG_WARN, "gate PUBLISH without a valid publish page: not publishing");
+        return;
+    }
     int expect = 0;
     if (__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED)) {
-        if (__atomic_fetch_add(&tgs_g.dev->prod_active, 1, __ATOMIC_ACQ_REL) == 0)
-            gap_note(tgs_g.dev);
         TGS_RELAXED_STORE(&s->dev_active, 1);
+        if (__atomic_fetch_add(&d->busy, 1, __ATOMIC_ACQ_REL) == 0)
+            gap_note(d);
     }
+}
+
+/* One busy count goes away (ours, or a dead process's): never below zero;
+ * the 1 -> 0 change starts a gap and wakes the waiters. */
+static void drop_busy(struct tgs_pub *d)
+{
+    uint64_t now = tgs_now_ns();
+    uint64_t v = __atomic_load_n(&d->busy, __ATOMIC_RELAXED);
+    while (v > 0) {
+        /* before the change: whoever sees 0 also sees this gap's start */
+        if (v == 1)
+            __atomic_store_n(&d->idle_since_ns, now, __ATOMIC_RELEASE);
+        if (__atomic_compare_exchange_n(&d->busy, &v, v - 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            if (v == 1)
+                wake_waiters(d);
+            break;
+        }
+    }
+}
+
+void tgs_pub_drop_busy(void)
+{
+    if (tgs_g.pub)
+        drop_busy(tgs_g.pub);
 }
 
 void tgs_gate_idle(void)
@@ -121,23 +158,8 @@ void tgs_gate_idle(void)
         return;
     if (tgs_g.slot)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
-    if (!tgs_g.dev)
-        return;
-    /* never below zero: the controller may have recomputed the count meanwhile */
-    struct tgs_dev_segment *d = tgs_g.dev;
-    uint64_t now = tgs_now_ns();
-    uint64_t v = __atomic_load_n(&d->prod_active, __ATOMIC_RELAXED);
-    while (v > 0) {
-        /* before the change: whoever sees 0 also sees this gap's start */
-        if (v == 1)
-            __atomic_store_n(&d->idle_since_ns, now, __ATOMIC_RELEASE);
-        if (__atomic_compare_exchange_n(&d->prod_active, &v, v - 1, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED)) {
-            if (v == 1)
-                wake_waiters(d);
-            break;
-        }
-    }
+    if (tgs_g.pub)
+        drop_busy(tgs_g.pub);
 }
 
 /* After a successful synchronize: nothing of ours is queued any more. */

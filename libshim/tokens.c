@@ -40,7 +40,7 @@ void tgs_throttle(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint
                 start = now;
             TGS_RELAXED_STORE(&s->heartbeat_ns, now);
             tgs_sleep_ns(CHUNK_NS);
-            rate = TGS_RELAXED_LOAD(&s->rate);
+            rate = TGS_RELAXED_LOAD(&tgs_g.cline->rate);
             continue;
         }
         uint64_t tat = __atomic_load_n(&tgs_g.tat_ns, __ATOMIC_RELAXED);
@@ -55,7 +55,7 @@ void tgs_throttle(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint
                 __atomic_store_n(&tgs_g.tat_rate, rate, __ATOMIC_RELAXED);
             continue;
         }
-        uint64_t burst = TGS_RELAXED_LOAD(&s->burst);
+        uint64_t burst = TGS_RELAXED_LOAD(&tgs_g.cline->burst);
         uint64_t tau = burst ? work_ns(burst, rate) : DEFAULT_TAU_NS;
         if (tat <= now + tau) {
             uint64_t base = tat > now ? tat : now;
@@ -69,7 +69,7 @@ void tgs_throttle(struct tgs_slot *s, struct tgs_lane *lane, uint64_t rate, uint
             start = now;
         TGS_RELAXED_STORE(&s->heartbeat_ns, now);
         tgs_sleep_ns(wait < CHUNK_NS ? wait : CHUNK_NS);
-        rate = TGS_RELAXED_LOAD(&s->rate);
+        rate = TGS_RELAXED_LOAD(&tgs_g.cline->rate);
     }
     if (start) {
         lane_add(&lane->throttled, 1);
@@ -176,7 +176,7 @@ void tgs_inflight_before(struct tgs_slot *s, uint64_t cap, uint64_t work, CUstre
             start = now;
         TGS_RELAXED_STORE(&s->heartbeat_ns, now);
         tgs_sleep_ns(INFLIGHT_POLL_NS);
-        cap = TGS_RELAXED_LOAD(&s->inflight_cap);
+        cap = TGS_RELAXED_LOAD(&tgs_g.cline->inflight_cap);
     }
     publish_inflight();
 }

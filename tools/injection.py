@@ -3,10 +3,15 @@
 One Plan feeds every injection route (docker/podman flags, a CDI spec, a Pod patch).
 Container paths are fixed, so images and entrypoints can rely on them:
   /usr/local/lib/tgs/libtgs.so        the shim (read-only)
-  /run/tgs/seg/<job>.seg              the job's segment (read-write: the shims' ledger)
-  /run/tgs/seg/device-<i>.seg         the GPU's device segment (gating)
+  /run/tgs/seg/<job>.ctl              the job's control segment (read-only: the controller's)
+  /run/tgs/seg/<job>.seg              the job's segment (read-write: this job's ledger and slots)
+  /run/tgs/seg/device-<i>.seg         the GPU's device segment (read-only: the jobs on the GPU)
+  /run/tgs/seg/pub/                   the publish pages of every job (read-only directory)
+  /run/tgs/own/<job>.pub              this job's own publish page (read-write; TGS_PUB)
   /etc/ld.so.preload                  with --preload-file: a generated, read-only file
   /usr/local/bin/tgs-entrypoint       the entrypoint wrapper (read-only)
+Isolation (docs/segment.md): the only writable TGS mounts are the job's own .seg and .pub; what
+the job reads of other tenants (their pubs) and of the controller is mounted read-only.
 Simulated mode (no real GPU) adds the simulated driver as the container's libcuda.so.1
 and its state file, as the NVIDIA container toolkit hands a container the real driver.
 """
@@ -21,13 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from tgs.controller import paths
+from tgs.intercept.control import ctl_path
 from tgs.intercept.locate import find_shim
+from tgs.intercept.pub import pub_path
 
 from .elfver import ElfError, Version, find_libc, glibc_needed, glibc_provided, vstr
 
 CTR_LIB_DIR = "/usr/local/lib/tgs"
 CTR_SHIM = f"{CTR_LIB_DIR}/libtgs.so"
 CTR_SEG_DIR = "/run/tgs/seg"
+CTR_PUB_DIR = f"{CTR_SEG_DIR}/pub"
+CTR_OWN_DIR = "/run/tgs/own"
 CTR_SIM_DIR = f"{CTR_LIB_DIR}/sim"
 CTR_SIM_STATE = "/run/tgs/sim-state"
 CTR_PRELOAD = "/etc/ld.so.preload"
@@ -45,6 +54,7 @@ class Mount:
     host: str
     container: str
     readonly: bool = True
+    directory: bool = False
 
 
 @dataclass
@@ -98,15 +108,26 @@ def make_plan(job: dict[str, Any], *, sim: bool, preload_file: bool,
         raise InjectError(f"job {name}: its segment {seg} is not on this node")
     shim_path = Path(shim) if shim else find_shim()
     plan = Plan(job=name, sim=sim)
-    ctr_seg = f"{CTR_SEG_DIR}/{Path(seg).name}"
+    seg_p = Path(seg)
+    ctr_seg = f"{CTR_SEG_DIR}/{seg_p.name}"
+    ctl, pub = ctl_path(seg_p), pub_path(seg_p, name)
     plan.mounts.append(Mount(str(shim_path), CTR_SHIM))
+    if ctl.exists():
+        plan.mounts.append(Mount(str(ctl), f"{CTR_SEG_DIR}/{ctl.name}"))
     plan.mounts.append(Mount(str(seg), ctr_seg, readonly=False))
-    dev_seg = Path(seg).parent / f"device-{job.get('device', 0)}.seg"
+    dev_seg = seg_p.parent / f"device-{job.get('device', 0)}.seg"
     if dev_seg.exists():
-        plan.mounts.append(Mount(str(dev_seg), f"{CTR_SEG_DIR}/{dev_seg.name}", readonly=False))
+        plan.mounts.append(Mount(str(dev_seg), f"{CTR_SEG_DIR}/{dev_seg.name}"))
+    if pub.parent.is_dir():
+        plan.mounts.append(Mount(str(pub.parent), CTR_PUB_DIR, directory=True))
+    if pub.exists():
+        plan.mounts.append(Mount(str(pub), f"{CTR_OWN_DIR}/{pub.name}", readonly=False))
+        plan.env["TGS_PUB"] = f"{CTR_OWN_DIR}/{pub.name}"
     if ENTRYPOINT.exists():
         plan.mounts.append(Mount(str(ENTRYPOINT), CTR_ENTRYPOINT))
-    plan.env.update(TGS_SEGMENT=ctr_seg, TGS_SHIM=CTR_SHIM)
+    plan.env.update(TGS_SEGMENT=ctr_seg, TGS_SHIM=CTR_SHIM, TGS_CTL=f"{CTR_SEG_DIR}/{ctl.name}",
+                    TGS_PUB_DIR=CTR_PUB_DIR,
+                    TGS_DEVICE_SEG=f"{CTR_SEG_DIR}/{dev_seg.name}")
     libs = [shim_path]
     if preload_file:
         f = work_dir(name) / "ld.so.preload"

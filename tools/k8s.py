@@ -62,7 +62,8 @@ def patch(pod: dict[str, Any], plan: Plan, container: str | None = None) -> dict
     mounts = []
     for i, m in enumerate(plan.mounts):
         name = _volume_name(i, m.container)
-        vols.append({"name": name, "hostPath": {"path": m.host, "type": "File"}})
+        vols.append({"name": name, "hostPath": {"path": m.host,
+                                                "type": "Directory" if m.directory else "File"}})
         mounts.append({"name": name, "mountPath": m.container, "readOnly": m.readonly})
     spec["volumes"] = vols
     for c in targets:

@@ -11,17 +11,17 @@ BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
 
 
 def job_processes(segment: str | None) -> list[dict[str, Any]]:
-    """Live processes of a job, read from its segment (pid in its own namespace, comm,
-    memory); [] when the segment is not readable here (another user, another node)."""
+    """Live processes of a job, read from its segment with pread (a tenant's file: never
+    mapped; pid in its own namespace, comm, memory); [] when the segment is not readable here
+    (another user, another node, damaged)."""
     if not segment:
         return []
     try:
-        from tgs.intercept import segment as iseg
-        with iseg.open_segment(segment) as seg:
-            return [{"slot": c.slot, "pid": c.pid, "comm": c.comm, "mem_used": c.mem_used,
-                     "work": c.work, "oom_count": c.oom_count}
-                    for c in seg.snapshot()
-                    if c.state == iseg.SLOT_ACTIVE and seg.slot_lock_held(c.slot)]
+        from tgs.intercept.control import ctl_path
+        from tgs.intercept.tenant import live_processes
+        return [{"slot": s.slot, "pid": s.pid, "comm": s.comm, "mem_used": s.mem_used,
+                 "work": s.work, "oom_count": s.oom_count}
+                for s in live_processes(segment, ctl_path(segment))]
     except Exception:
         return []
 

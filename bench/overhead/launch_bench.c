@@ -2,7 +2,11 @@
  * launch_bench.c: ns per cuLaunchKernel and per cuMemAlloc_v2+cuMemFree_v2
  * pair, median over many batches.  Linked against libcuda (the stub or the
  * simulator, chosen by LD_LIBRARY_PATH); the shim comes in by LD_PRELOAD.
- *   launch_bench time BATCHES BATCH   -> "launch_ns <median> alloc_free_ns <median>"
+ *   launch_bench time BATCHES BATCH   -> "launch_ns <median> alloc_free_ns <median>
+ *                                        cycle_ns <median>"
+ *     cycle_ns: one launch then cuCtxSynchronize: for a production (PUBLISH)
+ *     process that is an idle->busy->idle transition each time, with the
+ *     FUTEX_WAKE production makes after every 1 -> 0 change of its busy count
  *   launch_bench count N              -> N launches, no timing (for callgrind)
  */
 #include <stdio.h>
@@ -49,6 +53,7 @@ int main(int argc, char **argv)
     }
     int batches = atoi(argv[2]), batch = atoi(argv[3]);
     double *l = calloc((size_t)batches, sizeof(double)), *a = calloc((size_t)batches, sizeof(double));
+    double *y = calloc((size_t)batches, sizeof(double));
     for (int b = 0; b < batches; b++) {
         unsigned long long t0 = now_ns();
         for (int i = 0; i < batch; i++)
@@ -62,9 +67,17 @@ int main(int argc, char **argv)
             cuMemFree_v2(p);
         }
         a[b] = (double)(now_ns() - t0) / (batch / 16);
+        t0 = now_ns();
+        for (int i = 0; i < batch / 16; i++) {
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+            cuCtxSynchronize();
+        }
+        y[b] = (double)(now_ns() - t0) / (batch / 16);
     }
     qsort(l, (size_t)batches, sizeof(double), cmp);
     qsort(a, (size_t)batches, sizeof(double), cmp);
-    printf("launch_ns %.2f alloc_free_ns %.2f\n", l[batches / 2], a[batches / 2]);
+    qsort(y, (size_t)batches, sizeof(double), cmp);
+    printf("launch_ns %.2f alloc_free_ns %.2f cycle_ns %.2f\n", l[batches / 2], a[batches / 2],
+           y[batches / 2]);
     return 0;
 }

@@ -3,15 +3,15 @@
 Per device, every period (docs/policy.md has the reasoning and the figures):
 
 1. Production jobs are never throttled: rate unlimited, gate PUBLISH (their
-   shims count themselves in the device segment's prod_active while they have
-   GPU work queued).
-2. Opportunistic jobs always get gate WAIT: their launches wait while
-   prod_active > 0, at most `gate_max_wait_us` (the starvation bound), so
+   shims count themselves in their job's publish page while they have GPU
+   work queued; prod_active = the live production processes doing so).
+2. Opportunistic jobs always get gate WAIT: their launches wait while a
+   production job is busy, at most `gate_max_wait_us` (the starvation bound), so
    their work lands in production's idle gaps.
 3. Mode.  GUARD while production is live and was busy within the last
    IDLE_PERIODS periods: the gate adds FIT (a launch goes only if it and the
    process's queued work end before production's predicted return; the shims
-   keep the gap history in the device segment).  Once the shims publish a gap
+   keep the gap history in their publish pages).  Once the shims publish a gap
    prediction, FIT bounds the spill-over and the in-flight cap is the loose
    FIT_KERNELS; before that (plain WAIT) each process may have at most one
    kernel in flight (GUARD_KERNELS).  OPEN once production has been idle
@@ -26,7 +26,7 @@ Per device, every period (docs/policy.md has the reasoning and the figures):
    interval doubles up to PROBE_EVERY_MAX, so a FIT gate that works costs
    opportunistic jobs ~1.5 % instead of 11 %.
    gate_max_wait_us is at least WAIT_CYCLES production cycles (busy phase +
-   gap, from the device segment's busy_seq), so FIT waits out a busy phase.
+   gap, from the production pubs' busy_seq), so FIT waits out a busy phase.
 5. Opportunistic jobs share, by weight, the GPU time production leaves
    (avail = 1 - duty in GUARD, 1 in OPEN).  Time is measured per job through
    its own solo work rate estimate (`solo`: work units per GPU-second), never
@@ -131,7 +131,7 @@ class _Dev:
     calibrated: float = -1e9         # when the last calibration period started
     calibrating: bool = False
     probe_every: float = PROBE_FIRST
-    busy_seq: int = -1               # the device segment's busy_seq last period
+    busy_seq: int = -1               # the production pubs' busy_seq (sum) last period
     seq_t: float = 0.0               # when it last changed
     cycle: float = 0.0               # EMA of production's cycle (s), 0 = none seen
     fit: bool = False                # the shims publish a gap prediction

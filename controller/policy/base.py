@@ -32,7 +32,7 @@ class JobSignals:
     launch_rate: float = 0.0       # kernel launches per second
     throttled_frac: float = 0.0    # share of the period its processes spent waiting for tokens
     inflight: int = 0              # work units launched and not known complete (sum)
-    busy: int = 0                  # processes counting in prod_active (dev_active)
+    busy: int = 0                  # live processes counting themselves busy (dev_active)
 
     @property
     def work_per_launch(self) -> float:
@@ -43,7 +43,7 @@ class JobSignals:
 class DeviceSignals:
     index: int
     prod_active: int = 0           # live production processes with GPU work queued now
-    busy_seq: int = 0              # production's idle -> busy transitions so far (device segment)
+    busy_seq: int = 0              # production's idle -> busy transitions so far (its pubs)
     gap_pred_ns: int = 0           # the shims' prediction of production's next idle gap (0: none)
 
 

@@ -9,7 +9,7 @@ import pytest
 from ctl_helpers import daemon
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.controller.policy.base import GATE_FIT, GATE_WAIT
-from tgs.intercept import device
+from tgs.intercept import device, pub
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
@@ -31,13 +31,19 @@ def test_production_keeps_its_speed_and_opportunistic_progresses(
         with start_workload(OPP, env=oenv) as opp:
             opp.wait_started()
             time.sleep(0.5)
-            shared = run_workload(PROD, env=penv)
-            jobs = {j["name"]: j for j in c.list()}
+            with start_workload(PROD, env=penv) as prod:
+                prod.wait_started()
+                time.sleep(1.5)
+                # controls while production runs (once it has exited the policy opens up)
+                jobs = {j["name"]: j for j in c.list()}
+                shared = prod.wait(timeout=120)
             assert jobs["prod"]["rate"] is None and jobs["prod"]["gate"] == 1
             assert jobs["opp"]["gate"] == GATE_WAIT | GATE_FIT and jobs["opp"]["inflight_cap"] > 0
             seg_dir = Path(penv["TGS_SEGMENT"]).parent
             with device.open_device(device.device_segment_path(seg_dir, 0)) as dev:
-                assert dev.gap_pred_ns > 0 and dev.busy_seq > 100   # production's gap history
+                assert [(j.name, j.priority) for j in dev.jobs()] == [("prod", 0), ("opp", 1)]
+            with pub.open_pub(pub.pub_path(penv["TGS_SEGMENT"], "prod")) as pp:
+                assert pp.gap_pred_ns > 0 and pp.busy_seq > 100     # production's gap history
             opp_res = opp.wait(timeout=60)
     ratio = shared.it_per_s / solo.it_per_s
     print(f"production solo {solo.it_per_s:.1f} it/s, shared {shared.it_per_s:.1f} it/s "

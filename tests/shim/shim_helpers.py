@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tgs.intercept import segment
+from tgs.intercept import device, pub, segment
 
 
 @dataclass
@@ -38,3 +38,41 @@ def finish(p: subprocess.Popen[str], timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
+
+
+def list_jobs(dev: device.DeviceSegment, *segs: segment.Segment,
+              masks: dict[str, int] | None = None) -> None:
+    """Put jobs in the device table as the controller does (name, priority, gap mask)."""
+    masks = masks or {}
+    dev.set_jobs([device.DevJob(s.job_name, int(s.ctl.priority), s.control.created_ns,
+                                masks.get(s.job_name, 0)) for s in segs])
+
+
+def own_pub(seg: segment.Segment) -> pub.Pub:
+    """A job's publish page, mapped read-write (the test plays that job's shims)."""
+    return pub.open_pub(pub.pub_path(seg.path, seg.job_name))
+
+
+@dataclass
+class Played:
+    """A device segment listing a production job "prod" whose shims the test plays by writing
+    its pub, plus the real jobs listed beside it."""
+
+    dev: device.DeviceSegment
+    seg: segment.Segment
+    pub: pub.Pub
+
+    def set_busy(self, n: int) -> None:
+        self.pub.view.busy = n
+
+    def close(self) -> None:
+        self.pub.close()
+        self.seg.close()
+        self.dev.close()
+
+
+def play_production(tmp_path: Path, *others: segment.Segment) -> Played:
+    dev = device.create_device(tmp_path, 0)
+    seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
+    list_jobs(dev, seg, *others)
+    return Played(dev, seg, own_pub(seg))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from shim_helpers import Job, finish, tgs_lines
+from shim_helpers import Job, finish, run_probe, tgs_lines
 from tgs.intercept import segment
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,6 +46,52 @@ def test_bad_segment_passes_through(probe_bin: Path, job: Job, how: str, needle:
     out, lines = _run(probe_bin, env, "init", "alloc:4000000", "meminfo", "launch:2:1:32")
     assert out[1] == "alloc 0"  # no quota applies: pass-through
     assert len(lines) == 1 and needle in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [("magic", "control segment"), ("truncated", "control segment"),
+     ("missing", "control segment"), ("other_job", "does not belong")],
+)
+def test_bad_control_segment_passes_through(probe_bin: Path, job: Job, how: str,
+                                            needle: str) -> None:
+    """The .ctl (read-only, the controller's) is checked as strictly as the .seg, and the .seg
+    must be the same job's (name, slots, creation time)."""
+    ctl = segment.ctl_path(job.seg.path)
+    if how == "missing":
+        ctl.unlink()
+    elif how == "other_job":
+        other = segment.create(job.seg.path.with_name("other.seg"), "other", nslots=8)
+        other.close()
+        ctl.write_bytes(segment.ctl_path(other.path).read_bytes())
+    else:
+        _corrupt(ctl, how)
+    out, lines = _run(probe_bin, job.env, "init", "alloc:4000000", "meminfo", "launch:2:1:32")
+    assert out[1] == "alloc 0"
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
+@pytest.mark.parametrize("what", ["pub", "device"])
+def test_missing_pub_or_device_only_disables_gating(probe_bin: Path, tmp_path: Path,
+                                                    shim_env: dict[str, str], what: str) -> None:
+    """A production job without its publish page, or an opportunistic one without a device
+    segment: one line, the limits still hold, launches are not gated."""
+    prio = segment.PRIORITY_PRODUCTION if what == "pub" else segment.PRIORITY_OPPORTUNISTIC
+    gate = segment.GATE_PUBLISH if what == "pub" else segment.GATE_WAIT
+    seg = segment.create(tmp_path / "j.seg", "j", mem_quota=1 << 20, priority=prio,
+                         gate_flags=gate, gate_max_wait_us=5_000_000)
+    try:
+        if what == "pub":
+            segment.pub_path(seg.path, "j").unlink()
+        env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+        out, lines = _run(probe_bin, env, "init", "alloc:4000000", "launch:3:1:32", "sync",
+                          "launch:3:1:32")
+        assert out[1] == "alloc 2"                       # the quota still applies
+        assert int(out[2].split()[3]) < 2e9              # not held by a gate
+        assert len(lines) == 1, lines
+        assert ("publish page" in lines[0]) if what == "pub" else ("device segment" in lines[0])
+    finally:
+        seg.close()
 
 
 def test_bad_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> None:
@@ -106,7 +152,7 @@ os.waitpid(pid, 0)
 """
 
 
-def test_fork_child_takes_its_own_slot(job: Job) -> None:
+def test_fork_child_takes_its_own_slot(probe_bin: Path, job: Job) -> None:
     p = subprocess.Popen([sys.executable, "-c", _FORKER], env=job.env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -122,6 +168,43 @@ def test_fork_child_takes_its_own_slot(job: Job) -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
-    # the child left by os._exit (no destructor): its slot is dead and reclaimable
-    assert [r.mem_used for r in job.seg.reclaim_dead()] == [2000]
-    assert job.seg.ledger()[0] == 0
+    # the child left by os._exit (no destructor): its slot is dead; the next process of the
+    # job reclaims it when it attaches (the controller never writes a tenant's segment)
+    assert job.seg.ledger()[0] == 2000 and job.seg.live_slots() == []
+    run_probe(probe_bin, job.env, "init", "meminfo")
+    assert job.seg.ledger()[0] == 0 and job.seg.snapshot() == []
+
+
+def test_files_found_through_their_variables(probe_bin: Path, tmp_path: Path,
+                                             shim_env: dict[str, str]) -> None:
+    """TGS_CTL, TGS_PUB, TGS_PUB_DIR and TGS_DEVICE_SEG point the shim at files away from the
+    segment's directory (as in a container): the quota holds and the gate reads the
+    production pub found through the device segment and the pub directory."""
+    import shutil
+
+    from shim_helpers import play_production
+    seg = segment.create(tmp_path / "opp.seg", "opp", mem_quota=1 << 20,
+                         priority=segment.PRIORITY_OPPORTUNISTIC, gate_flags=segment.GATE_WAIT,
+                         gate_max_wait_us=200_000)
+    prod = play_production(tmp_path, seg)
+    prod.set_busy(1)
+    away = tmp_path / "away"
+    (away / "pubs").mkdir(parents=True)
+    try:
+        env = dict(shim_env, TGS_SEGMENT=str(seg.path), TGS_CTL=str(away / "c.ctl"),
+                   TGS_PUB=str(away / "mine.pub"), TGS_PUB_DIR=str(away / "pubs"),
+                   TGS_DEVICE_SEG=str(away / "dev.seg"))
+        shutil.copy(segment.ctl_path(seg.path), away / "c.ctl")
+        shutil.copy(segment.pub_path(seg.path, "opp"), away / "mine.pub")
+        shutil.copy(prod.dev.path, away / "dev.seg")
+        shutil.copy(prod.pub.path, away / "pubs" / "prod.pub")
+        segment.ctl_path(seg.path).unlink()          # the defaults would find nothing
+        prod.pub.path.rename(tmp_path / "gone.pub")
+        prod.dev.path.rename(tmp_path / "gone.dev")
+        out, lines = _run(probe_bin, env, "init", "alloc:900000", "alloc:900000",
+                          "launch:2:1:32")
+        assert out[1:3] == ["alloc 0", "alloc 2"] and lines == []
+        assert int(out[3].split()[3]) > 0.35e9      # held twice by the busy production pub
+    finally:
+        seg.close()
+        prod.close()

@@ -1,7 +1,7 @@
 """Gap-fit gating: production's gap history and the FIT gate of opportunistic launches.
 
 The opportunistic probe runs on the simulator (1 ns per work unit: grid 2000 x block 1000 is a 2 ms
-kernel); production is played by writing the device segment from here, so the timeline is ours.
+kernel); production is played by writing its publish page from here, so the timeline is ours.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shim_helpers import finish, run_probe
-from tgs.intercept import device, segment
+from shim_helpers import Played, finish, list_jobs, own_pub, play_production, run_probe
+from tgs.intercept import pub as ipub
+from tgs.intercept import segment
 
 pytestmark = pytest.mark.timeout(60)
 GATE_FIT = segment.GATE_WAIT | segment.GATE_FIT
+M64 = (1 << 64) - 1
 
 
-def set_history(dev: device.DeviceSegment, gap_ns: int, pred_ns: int) -> None:
+def set_history(dev: ipub.Pub, gap_ns: int, pred_ns: int) -> None:
     """As if production had left four gaps of gap_ns."""
     v = dev.view
     for i in range(4):
@@ -29,14 +31,14 @@ def set_history(dev: device.DeviceSegment, gap_ns: int, pred_ns: int) -> None:
     v.gap_pred_ns = pred_ns
 
 
-def go_busy(dev: device.DeviceSegment) -> None:
+def go_busy(dev: ipub.Pub) -> None:
     dev.view.busy_seq += 1
-    dev.set_prod_active(1)
+    dev.view.busy = 1
 
 
-def go_idle(dev: device.DeviceSegment, ago_ns: int = 0) -> None:
+def go_idle(dev: ipub.Pub, ago_ns: int = 0) -> None:
     dev.view.idle_since_ns = time.monotonic_ns() - ago_ns
-    dev.set_prod_active(0)
+    dev.view.busy = 0
 
 
 class Probe:
@@ -64,24 +66,26 @@ class Probe:
         finish(self.p)
 
 
+Opp = tuple[dict[str, str], segment.Segment, ipub.Pub, Played]
+
+
 @pytest.fixture
-def opp(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[tuple[dict[str, str],
-                                                                    segment.Segment,
-                                                                    device.DeviceSegment]]:
+def opp(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[Opp]:
+    """An opportunistic FIT job; the yielded Pub is the played production job's."""
     seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
                          gate_flags=GATE_FIT, gate_max_wait_us=10_000_000)
-    dev = device.create_device(tmp_path, 0)
+    prod = play_production(tmp_path, seg)
     try:
-        yield dict(shim_env, TGS_SEGMENT=str(seg.path)), seg, dev
+        yield dict(shim_env, TGS_SEGMENT=str(seg.path)), seg, prod.pub, prod
     finally:
         seg.close()
-        dev.close()
+        prod.close()
 
 
 def test_production_publishes_its_gaps(probe_bin: Path, tmp_path: Path,
                                        shim_env: dict[str, str]) -> None:
     seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
-    dev = device.create_device(tmp_path, 0)
+    dev = own_pub(seg)
     try:
         assert dev.gap_pred_ns == 0 and dev.busy_seq == 0 and dev.gaps_ns == []
         # 6 x (two 1 ms kernels, synchronize, 3 ms host gap)
@@ -92,15 +96,15 @@ def test_production_publishes_its_gaps(probe_bin: Path, tmp_path: Path,
         assert all(2.9e6 <= g < 100e6 for g in gaps), gaps   # sleep 3 ms (+ noise)
         lo = min(gaps)
         assert dev.gap_pred_ns == lo - (lo // 50 + 50_000)      # min less 2 % and 50 us
-        assert dev.prod_active == 0 and 0 < dev.idle_since_ns <= time.monotonic_ns()
+        assert dev.busy == 0 and 0 < dev.idle_since_ns <= time.monotonic_ns()
     finally:
         seg.close()
         dev.close()
 
 
 def test_fitting_launch_goes_and_one_that_does_not_waits_for_the_next_gap(
-        probe_bin: Path, opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
-    env, _, dev = opp
+        probe_bin: Path, opp: Opp) -> None:
+    env, _, dev, _ = opp
     p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:2000:1000",
               "ready", "timed:1:1000000:1000")
     timers: list[threading.Timer] = []
@@ -128,9 +132,8 @@ def test_fitting_launch_goes_and_one_that_does_not_waits_for_the_next_gap(
 
 
 def test_max_wait_bounds_the_wait(probe_bin: Path,
-                                  opp: tuple[dict[str, str], segment.Segment,
-                                             device.DeviceSegment]) -> None:
-    env, seg, dev = opp
+                                  opp: Opp) -> None:
+    env, seg, dev, played = opp
     seg.set_gate(GATE_FIT, 300_000)
     set_history(dev, 3_000_000, 2_750_000)
     go_busy(dev)                                      # production never leaves a gap
@@ -140,8 +143,8 @@ def test_max_wait_bounds_the_wait(probe_bin: Path,
 
 
 def test_gap_that_outlasts_history_lets_one_kernel_at_a_time_go(
-        probe_bin: Path, opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
-    env, _, dev = opp
+        probe_bin: Path, opp: Opp) -> None:
+    env, _, dev, _ = opp
     set_history(dev, 2_000_000, 1_800_000)            # 2 ms gaps, but this one lasts
     go_idle(dev, ago_ns=1_000_000_000)
     lines = run_probe(probe_bin, env, "init", "launch:1:2000:1000", "timed:3:1000:1000")
@@ -151,10 +154,10 @@ def test_gap_that_outlasts_history_lets_one_kernel_at_a_time_go(
 
 
 def test_gap_ownership(probe_bin: Path,
-                       opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
+                       opp: Opp) -> None:
     """With a gap mask, a process opens only the gaps it owns (bit busy_seq % 64), or a gap
     its owner left unclaimed for the grace time; a claimed gap of another job stays shut."""
-    env, seg, dev = opp
+    env, seg, dev, played = opp
     p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:2000:1000",
               "ready", "timed:1:2000:1000", "ready", "timed:1:2000:1000")
     timers: list[threading.Timer] = []
@@ -167,9 +170,17 @@ def test_gap_ownership(probe_bin: Path,
         go_idle(dev, ago_ns=1_000_000)
         p.go()
         assert p.timed_ns() < 0.25e9                        # owner: at once
-        assert int(dev.view.gap_claim) == seq + 1           # ... and it claimed the gap
+        mine = own_pub(seg)
+        assert int(mine.view.gap_claim) == seq + 1          # ... claimed in its own pub
+        mine.close()
         assert p.line() == "ready"
-        seg.set_gap_mask(slot, 1 << ((seq + 1) % 64))       # someone else's gap, claimed
+        seg.set_gap_mask(slot, 1 << ((seq + 1) % 64))       # the next gap is ours; this one
+        other = segment.create(seg.path.with_name("other.seg"), "other",   # is "other"'s,
+                               priority=segment.PRIORITY_OPPORTUNISTIC)    # and claimed
+        list_jobs(played.dev, played.seg, seg, other,
+                  masks={"opp": 1 << ((seq + 1) % 64), "other": ~(1 << ((seq + 1) % 64)) & M64})
+        claims = own_pub(other)
+        claims.view.gap_claim = seq + 1
         p.go()
         timers = [threading.Timer(0.4, go_busy, args=(dev,)),     # next gap: ours
                   threading.Timer(0.5, go_idle, args=(dev,))]
@@ -183,7 +194,42 @@ def test_gap_ownership(probe_bin: Path,
         go_idle(dev, ago_ns=1_000_000)                      # ... left unclaimed for 1 ms
         p.go()
         assert p.timed_ns() < 0.25e9                        # work conserving: it may go
+        claims.close()
+        other.close()
     finally:
         for t in timers:
             t.cancel()
         p.close()
+
+
+def test_one_production_job_cannot_lengthen_anothers_gap(probe_bin: Path, opp: Opp) -> None:
+    """Two production jobs: the gap ends when the first of them is predicted back.  A production
+    tenant that claims a fresh, 10 s gap in its own pub cannot make an opportunistic kernel run
+    into the other production job's return."""
+    env, seg, dev, played = opp
+    liar = segment.create(seg.path.with_name("liar.seg"), "liar",
+                          gate_flags=segment.GATE_PUBLISH)
+    list_jobs(played.dev, played.seg, liar, seg)
+    lp = own_pub(liar)
+    p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:700000:1000")
+    timers: list[threading.Timer] = []
+    try:
+        set_history(lp, 10_000_000_000, 10_000_000_000)
+        go_idle(lp)                                   # "my gap just began and lasts 10 s"
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        set_history(dev, 1_000_000_000, 950_000_000)
+        go_idle(dev, ago_ns=500_000_000)              # the honest job is back in 450 ms
+        p.go()                                        # a 0.7 s kernel does not fit in that
+        timers = [threading.Timer(0.3, go_busy, args=(dev,)),
+                  threading.Timer(0.6, lambda: (set_history(dev, 2_500_000_000, 2_400_000_000),
+                                                go_idle(dev)))]
+        for t in timers:
+            t.start()
+        waited = p.timed_ns()
+        assert 0.55e9 <= waited < 4e9, waited         # it went with the honest job's next gap
+    finally:
+        for t in timers:
+            t.cancel()
+        p.close()
+        lp.close()
+        liar.close()

@@ -73,7 +73,7 @@ def test_cdi_spec_fields(ctl: Ctl, job: str, tmp_path: Path) -> None:
         assert "bind" in m["options"] and ({"ro", "rw"} & set(m["options"]))
     assert "ro" in by_ctr[CTR_SHIM]["options"]
     assert "rw" in by_ctr["/run/tgs/seg/web.seg"]["options"]
-    assert "/run/tgs/seg/device-0.seg" in by_ctr
+    assert "ro" in by_ctr["/run/tgs/seg/device-0.seg"]["options"]
     assert "/usr/local/lib/tgs/sim/libcuda.so.1" in by_ctr
     # --no-sim: no simulated driver; --preload-file: /etc/ld.so.preload instead of LD_PRELOAD
     r = invoke(ctl, "cdi", "--job", job, "--out", "-", "--no-sim", "--preload-file")
@@ -183,3 +183,34 @@ def test_entrypoint_script(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert subprocess.run(["sh", str(ENTRYPOINT)], capture_output=True).returncode == 2
+
+
+def test_no_writable_mount_is_shared_with_another_tenant(ctl: Ctl, job: str) -> None:
+    """Isolation (issue 10): the only writable TGS mounts are the job's own .seg and .pub;
+    the controller's files (.ctl, device segment) and the other tenants' pubs are read-only,
+    and nothing one job may write is mounted into another job's container at all."""
+    assert ctl.run("tgsctl", "add", "other", "--priority", "production").returncode == 0
+
+    def mounts(name: str) -> list[dict[str, object]]:
+        r = invoke(ctl, "cdi", "--job", name, "--out", "-", "--no-sim")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)["devices"][0]["containerEdits"]["mounts"]
+
+    seg = Path(ctl.jobs()[job]["segment"])
+    web, other = mounts(job), mounts("other")
+    rw = {Path(str(m["hostPath"])).resolve() for m in web if "rw" in m["options"]}  # type: ignore[operator]
+    assert rw == {seg.resolve(), (seg.parent / "pub" / f"{job}.pub").resolve()}
+    by_ctr = {m["containerPath"]: m for m in web}
+    for path in ("/run/tgs/seg/web.ctl", "/run/tgs/seg/device-0.seg", "/run/tgs/seg/pub"):
+        assert "ro" in by_ctr[path]["options"], path  # type: ignore[operator]
+    for m in other:
+        host = Path(str(m["hostPath"])).resolve()
+        assert host not in rw or host.is_dir()
+        if "rw" in m["options"]:  # type: ignore[operator]
+            assert host.name.startswith("other."), host
+    # a pub of "web" is visible to "other" only through the read-only pub directory
+    assert not any(Path(str(m["hostPath"])).name == f"{job}.pub" for m in other)
+    r = invoke(ctl, "cdi", "--job", job, "--out", "-", "--no-sim")
+    edits = json.loads(r.output)["devices"][0]["containerEdits"]
+    env = dict(e.split("=", 1) for e in edits["env"])
+    assert env["TGS_PUB"] == "/run/tgs/own/web.pub" and env["TGS_CTL"] == "/run/tgs/seg/web.ctl"

@@ -21,9 +21,18 @@
  *                              cuEventSynchronize of it: "record <rc>", "evsync <rc>"
  *   ready                      prints "ready", waits for a line on stdin
  *   sleep:MS  sync
+ *   sigbus                     touch a mapping of a file truncated under it: a real SIGBUS,
+ *                              which must kill the process (prints "sigbus survived" if not)
+ *   bushandler                 install the program's own SIGBUS handler: it prints
+ *                              "app handler" and exits 3
+ *   busowner                   "busowner app" if that handler is the installed one, else
+ *                              "busowner other"
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +40,14 @@
 #include "tgs/cuda_abi.h"
 
 static CUfunction fn;
+
+static void app_bus(int sig)
+{
+    (void)sig;
+    static const char msg[] = "app handler\n";
+    if (write(1, msg, sizeof msg - 1) < 0) { /* nothing to do */ }
+    _exit(3);
+}
 static CUdeviceptr ptrs[65536];
 static int nptrs;
 static CUmemGenericAllocationHandle handles[256];
@@ -252,6 +269,28 @@ static int cmd(const char *c)
     } else if (!strncmp(c, "sleep:", 6)) {
         struct timespec ts = { (time_t)(arg(c, 1) / 1000), (long)(arg(c, 1) % 1000) * 1000000L };
         nanosleep(&ts, NULL);
+    } else if (!strcmp(c, "bushandler")) {
+        signal(SIGBUS, app_bus);
+        printf("bushandler 0\n");
+    } else if (!strcmp(c, "busowner")) {
+        struct sigaction cur;
+        sigaction(SIGBUS, NULL, &cur);
+        printf("busowner %s\n", !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == app_bus
+                                     ? "app" : "other");
+    } else if (!strcmp(c, "sigbus")) {
+        char path[] = "/tmp/tgs-probe-bus-XXXXXX";
+        int fd = mkstemp(path);
+        volatile char *m = MAP_FAILED;
+        if (fd >= 0 && ftruncate(fd, 4096) == 0)
+            m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+        if (fd >= 0)
+            unlink(path);
+        if (m == MAP_FAILED || ftruncate(fd, 0) != 0) {
+            printf("sigbus setup failed\n");
+            return 2;
+        }
+        fflush(stdout);
+        printf("sigbus survived %d\n", m[0]);
     } else if (!strcmp(c, "sync")) {
         r = cuCtxSynchronize();
         printf("sync %d\n", r);

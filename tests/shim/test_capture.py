@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shim_helpers import Job, finish, run_probe
-from tgs.intercept import device, segment
+from shim_helpers import Job, Played, finish, play_production, run_probe
+from tgs.intercept import segment
 from tgs.intercept.segment import SlotDefaults
 
 pytestmark = pytest.mark.timeout(60)
@@ -159,23 +159,23 @@ def test_capture_through_cu_get_proc_address_is_not_charged(capture_bin: Path, j
 
 @pytest.fixture
 def opp(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[tuple[dict[str, str],
-                                                                    segment.Segment,
-                                                                    device.DeviceSegment]]:
+                                                                    segment.Segment, Played]]:
+    """An opportunistic FIT job beside a production job played from here (its pub)."""
     seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
                          gate_flags=segment.GATE_WAIT | segment.GATE_FIT,
                          gate_max_wait_us=10_000_000)
-    dev = device.create_device(tmp_path, 0)
+    prod = play_production(tmp_path, seg)
     try:
-        yield dict(shim_env, TGS_SEGMENT=str(seg.path)), seg, dev
+        yield dict(shim_env, TGS_SEGMENT=str(seg.path)), seg, prod
     finally:
         seg.close()
-        dev.close()
+        prod.close()
 
 
 def test_capture_under_the_fit_gate_neither_waits_nor_samples(
         capture_bin: Path,
-        opp: tuple[dict[str, str], segment.Segment, device.DeviceSegment]) -> None:
-    env, seg, dev = opp
+        opp: tuple[dict[str, str], segment.Segment, Played]) -> None:
+    env, seg, prod = opp
     p = Probe(capture_bin, env, "init", "kick:1:1000:1000", "sync", "ready",
               "capture:4:1000:1000", "ready", "replay:2", "ready")
     try:
@@ -184,14 +184,15 @@ def test_capture_under_the_fit_gate_neither_waits_nor_samples(
         before = seg.counters(slot)
         assert before.launches == 1
         # production busy: a gated launch would wait up to 10 s; a captured one does not wait
-        dev.set_prod_active(1)
+        prod.pub.view.busy_seq += 1
+        prod.pub.view.busy = 1
         p.go()
         cap, ready = p.lines(2)
         assert check_capture(cap, "capture", 4) < 2e9, cap
         assert ready == ["ready"]
         during = seg.counters(slot)
         assert (during.launches, during.work) == (before.launches, before.work)
-        dev.set_prod_active(0)
+        prod.pub.view.busy = 0
         p.go()
         replay, ready = p.lines(2)
         assert replay[:3] == ["replay", "0", "0"] and ready == ["ready"]

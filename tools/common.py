@@ -12,6 +12,8 @@ import click
 from tgs.controller import paths
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
+from .params import AsciiFloat
+
 ADDR_ENV = "TGS_CONTROLLER"
 START_HINT = "start one with `tgs-controller --foreground` (see docs/usage.md)"
 EXIT_USAGE = 2
@@ -61,7 +63,7 @@ def job_name_from(cmd: str, suffix: str) -> str:
 
 def controller_options(f):  # type: ignore[no-untyped-def]
     """--controller and --timeout, shared by tgs-run, tgsctl and tgs-inject."""
-    f = click.option("--timeout", type=click.FloatRange(0.1, 600), default=3.0,
+    f = click.option("--timeout", type=AsciiFloat(0.1, 600), default=3.0,
                      show_default=True, help="Seconds to wait for the controller.")(f)
     f = click.option("--controller", "controller", envvar=ADDR_ENV, default=None,
                      metavar="ADDR",

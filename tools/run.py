@@ -20,15 +20,11 @@ from .common import (
     make_client,
     unavailable,
 )
+from .params import DEVICE, JOB_NAME, WEIGHT, Command
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
 PROG = "tgs-run"
-
-
-def device_ref(text: str) -> int | str:
-    """--device: an index (digits) or a UUID."""
-    return int(text) if text.isdigit() else text
 
 
 def job_env(base: Mapping[str, str], reply_env: Mapping[str, str]) -> dict[str, str]:
@@ -53,21 +49,22 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
     return env
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"],
-                                 "allow_interspersed_args": False})
-@click.option("--name", help="Job name (default: the command's basename + a random suffix).")
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],
+                                            "allow_interspersed_args": False})
+@click.option("--name", type=JOB_NAME,
+              help="Job name (default: the command's basename + a random suffix).")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
-@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True,
+@click.option("--weight", type=WEIGHT, default=1, show_default=True,
               help="Share among opportunistic jobs.")
 @click.option("--mem", type=SIZE, default=None,
               help="GPU memory quota: 512MiB, 8GiB, 8G, 1.5GiB or bytes (default: unlimited).")
-@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def cli(name: str | None, priority: str, weight: int, mem: int | None, device: str,
+def cli(name: str | None, priority: str, weight: int, mem: int | None, device: int | str,
         standalone: bool, controller: str | None, timeout: float, cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
@@ -80,7 +77,7 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, device: s
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int | None,
-         device: str, standalone: bool, controller: str | None, timeout: float,
+         device: int | str, standalone: bool, controller: str | None, timeout: float,
          cmd: list[str]) -> int:
     if standalone:
         try:
@@ -88,11 +85,11 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int
         except FileNotFoundError as exc:
             fail(PROG, str(exc))
         return _spawn(sup, cmd, env)
-    name = name or job_name_from(cmd[0], secrets.token_hex(2))
+    name = name if name is not None else job_name_from(cmd[0], secrets.token_hex(2))
     client = make_client(controller, timeout)
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
-                                device=device_ref(device), ephemeral=True)
+                                device=device, ephemeral=True)
     except ControllerUnavailable as exc:
         client.close()
         unavailable(PROG, exc, " (or use --standalone for a static quota)")

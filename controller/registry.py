@@ -8,6 +8,7 @@ reported as an `internal` error, leaving the registry as it was.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from . import protocol as P
 from .devices import Device, find
+from .records import RecordError, check_record
 from .state import ControllerState, JobRecord, StateStore
 
 log = logging.getLogger(__name__)
@@ -52,32 +54,52 @@ class Registry:
                  factory: SegmentFactory, launch_env: dict[str, str] | None = None) -> None:
         self.store = store
         self.devices = devices
-        self.seg_dir = Path(seg_dir)
+        self.seg_dir = Path(os.path.abspath(seg_dir))   # absolute, normalised (records.py)
         self.factory = factory
         self.launch_env = dict(launch_env or {})   # LD_PRELOAD etc., common to all jobs
         self.jobs: dict[str, Job] = {}
 
     # ------------------------------------------------------------ persistence
     def load(self) -> None:
-        """Re-open the segments of recorded jobs (re-creating any that vanished)."""
-        for rec in self.store.load().jobs:
+        """Re-open the segments of recorded jobs (re-creating any that vanished).  Every
+        record is validated first (records.py); a bad one is reported and skipped."""
+        rejected = []
+        for i, raw in enumerate(self.store.read()):
             try:
-                seg = self.factory.open(rec)
+                rec = check_record(raw, self.seg_dir, self.devices)
+                if rec.name in self.jobs:
+                    raise RecordError("a second record for the same job name")
+            except RecordError as exc:
+                name = raw.get("name") if isinstance(raw, dict) else None
+                log.error("state file %s: job record %d (name %s) skipped: %s",
+                          self.store.path, i, ascii(name)[:70], exc)
+                rejected.append({"record": raw, "reason": str(exc)})
+                continue
+            self.jobs[rec.name] = Job(rec, self._open(rec))
+        if rejected:
+            try:
+                path = self.store.save_rejected(rejected)
+                log.warning("the %d bad job record(s) are kept in %s", len(rejected), path)
             except Exception as exc:
-                log.warning("job %s: segment %s unusable (%s): re-creating it",
-                            rec.name, rec.segment, exc)
-                try:
-                    seg = self.factory.create(rec)
-                except Exception as exc2:
-                    log.error("job %s: cannot re-create its segment: %s", rec.name, exc2)
-                    seg = None
-            if seg is not None:
-                try:
-                    seg.apply_identity(rec)
-                except Exception as exc:
-                    log.error("job %s: cannot write its segment: %s", rec.name, exc)
-            self.jobs[rec.name] = Job(rec, seg)
+                log.error("cannot keep the skipped records: %s", exc)
         log.info("loaded %d job(s) from %s", len(self.jobs), self.store.path)
+
+    def _open(self, rec: JobRecord) -> JobSegmentHandle | None:
+        try:
+            seg = self.factory.open(rec)
+        except Exception as exc:
+            log.warning("job %s: segment %s unusable (%s): re-creating it",
+                        rec.name, rec.segment, exc)
+            try:
+                seg = self.factory.create(rec)
+            except Exception as exc2:
+                log.error("job %s: cannot re-create its segment: %s", rec.name, exc2)
+                return None
+        try:
+            seg.apply_identity(rec)
+        except Exception as exc:
+            log.error("job %s: cannot write its segment: %s", rec.name, exc)
+        return seg
 
     def save(self) -> None:
         self.store.save(ControllerState(jobs=[j.rec for j in self.jobs.values()]))

@@ -95,6 +95,15 @@ class ControlLoop:
         for t in self.tracks.values():
             t.gate = t.defaults = None
 
+    def idle(self, name: str) -> bool:
+        """No lease holder and no live process (a fresh read): unregister when_idle."""
+        job = self.registry.jobs.get(name)
+        if job is None:
+            return True
+        if job.lease is not None and job.lease.held():
+            return False
+        return not (isinstance(job.seg, JobSeg) and self._read(job))
+
     def status(self) -> dict[str, Any]:
         return {"policy": self.policy.name, "period_ms": round(self.period * 1000, 3),
                 "steps": self.steps, "overruns": self.overruns, "reclaimed": self.reclaimed,
@@ -259,7 +268,16 @@ class ControlLoop:
         """running while a process lives; done when the last one left (ephemeral: removed)."""
         changed = False
         for job, sig in zip(jobs, signals):
-            if sig.nproc > 0:
+            if job.lease is not None:            # tgs-run's job: its process tree (lease.py)
+                if not job.lease.expired(sig.nproc > 0):
+                    if job.lease.used:
+                        changed |= self.registry.set_state(job, "running", save=False)
+                    continue
+                log.info("job %s: lease released, no live process: removing it", job.rec.name)
+                self.registry.remove_done(job)
+                self.tracks.pop(job.rec.name, None)
+                self.policy.forget(job.rec.name)
+            elif sig.nproc > 0:
                 changed |= self.registry.set_state(job, "running", save=False)
             elif job.rec.state == "running":
                 if job.rec.ephemeral:

@@ -61,6 +61,9 @@ class MetricsTap:
     def on_change(self) -> None:
         self.loop.on_change()
 
+    def idle(self, name: str) -> bool:
+        return self.loop.idle(name)
+
     def status(self) -> dict[str, Any]:
         st = dict(self.loop.status())
         st["gpus"] = [{"index": s.index, "uuid": uuid, "utilization": s.utilization,

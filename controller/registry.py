@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from . import protocol as P
 from .devices import Device, find
+from .lease import Lease, LeaseError
 from .records import RecordError, check_record
 from .state import ControllerState, JobRecord, StateStore
 
@@ -38,6 +39,7 @@ class Job:
     rec: JobRecord
     seg: JobSegmentHandle | None
     stats: dict[str, Any] = field(default_factory=dict)   # filled by the loop
+    lease: Lease | None = None                            # tgs-run's jobs (lease.py)
 
     def info(self) -> dict[str, Any]:
         r = self.rec
@@ -75,7 +77,7 @@ class Registry:
                           self.store.path, i, ascii(name)[:70], exc)
                 rejected.append({"record": raw, "reason": str(exc)})
                 continue
-            self.jobs[rec.name] = Job(rec, self._open(rec))
+            self.jobs[rec.name] = Job(rec, self._open(rec), lease=self._reopen_lease(rec))
         if rejected:
             try:
                 path = self.store.save_rejected(rejected)
@@ -101,6 +103,24 @@ class Registry:
             log.error("job %s: cannot write its segment: %s", rec.name, exc)
         return seg
 
+    def _reopen_lease(self, rec: JobRecord) -> Lease | None:
+        """A recorded lease; a vanished or unusable one is replaced by a fresh file (then the
+        job ends with its last live process: its holders hold the old file)."""
+        if not rec.lease:
+            return None
+        try:
+            return Lease.open(Path(rec.lease))
+        except (OSError, LeaseError) as exc:
+            log.warning("job %s: lease %s unusable (%s): re-creating it", rec.name, rec.lease,
+                        exc)
+        try:
+            lease = Lease.create(Path(rec.lease), None)
+            lease.used = True
+            return lease
+        except (OSError, LeaseError) as exc:
+            log.error("job %s: cannot re-create its lease: %s", rec.name, exc)
+            return None
+
     def save(self) -> None:
         self.store.save(ControllerState(jobs=[j.rec for j in self.jobs.values()]))
 
@@ -108,6 +128,8 @@ class Registry:
         for job in self.jobs.values():
             if job.seg is not None:
                 job.seg.close()
+            if job.lease is not None:
+                job.lease.close()
 
     # ------------------------------------------------------------ checks
     def _device(self, ref: int | str, req_id: str) -> Device:
@@ -151,23 +173,35 @@ class Registry:
             name=req.name, priority=req.priority, weight=req.weight, mem_quota=req.mem_quota,
             device_index=dev.index, device_uuid=dev.uuid, ephemeral=req.ephemeral,
             nslots=req.nslots, segment=str(self.seg_dir / f"{req.name}.seg"),
-            created=time.time())
+            created=time.time(),
+            lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "")
         self._check_commit(rec, req.id)
+        lease = None
+        if req.lease_uid is not None:
+            try:
+                lease = Lease.create(Path(rec.lease), req.lease_uid)
+            except LeaseError as exc:
+                raise P.ProtocolError(P.E_BAD_REQUEST, str(exc), req.id) from exc
+            except OSError as exc:
+                raise P.ProtocolError(P.E_INTERNAL, f"cannot create the lease: {exc}",
+                                      req.id) from exc
         try:
             seg = self.factory.create(rec)
         except Exception as exc:
+            if lease is not None:
+                lease.remove()
             raise P.ProtocolError(P.E_INTERNAL, f"cannot create segment: {exc}", req.id) from exc
-        job = Job(rec, seg)
+        job = Job(rec, seg, lease=lease)
         self.jobs[rec.name] = job
         try:
             self.save()
         except Exception as exc:
             del self.jobs[rec.name]
             seg.close()
-            self._remove_quietly(rec)
+            self._remove_quietly(job)
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
-        log.info("registered %s (%s, weight %d, device %d)", rec.name, rec.priority,
-                 rec.weight, rec.device_index)
+        log.info("registered %s (%s, weight %d, device %d%s)", rec.name, rec.priority,
+                 rec.weight, rec.device_index, ", leased" if lease else "")
         return job
 
     def unregister(self, req: P.Unregister) -> None:
@@ -183,7 +217,7 @@ class Registry:
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req_id) from exc
         if job.seg is not None:
             job.seg.close()
-        self._remove_quietly(job.rec)
+        self._remove_quietly(job)
         log.info("unregistered %s", job.rec.name)
 
     def remove_done(self, job: Job) -> None:
@@ -193,11 +227,16 @@ class Registry:
         except P.ProtocolError as exc:
             log.error("cannot remove finished job %s: %s", job.rec.name, exc.message)
 
-    def _remove_quietly(self, rec: JobRecord) -> None:
+    def _remove_quietly(self, job: Job) -> None:
+        if job.lease is not None:
+            try:
+                job.lease.remove()
+            except OSError as exc:
+                log.warning("cannot remove lease %s: %s", job.rec.lease, exc)
         try:
-            self.factory.remove(rec)
+            self.factory.remove(job.rec)
         except Exception as exc:
-            log.warning("cannot remove segment %s: %s", rec.segment, exc)
+            log.warning("cannot remove segment %s: %s", job.rec.segment, exc)
 
     def update(self, req: P.Set) -> Job:
         job = self._get(req.name, req.id)
@@ -241,4 +280,7 @@ class Registry:
     def launch_info(self, job: Job) -> dict[str, Any]:
         env = dict(self.launch_env)
         env["TGS_SEGMENT"] = job.rec.segment
-        return {"segment": job.rec.segment, "shim": env.get("LD_PRELOAD"), "env": env}
+        out = {"segment": job.rec.segment, "shim": env.get("LD_PRELOAD"), "env": env}
+        if job.rec.lease:
+            out["lease"] = job.rec.lease
+        return out

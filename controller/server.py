@@ -32,6 +32,7 @@ class Engine(Protocol):
     def step(self, now: float) -> list[dict[str, Any]]: ...
     def status(self) -> dict[str, Any]: ...
     def on_change(self) -> None: ...
+    def idle(self, name: str) -> bool: ...     # no lease holder and no live process
 
 
 class Handler:
@@ -56,6 +57,7 @@ class Handler:
         envelope = identity + body[:-1]
         try:
             req = P.parse_payload(body[-1])
+            P.check_deadline(req, time.time_ns() // 1_000_000)
             reply = self.dispatch(req)
         except P.ProtocolError as exc:
             self.errors += 1
@@ -73,9 +75,11 @@ class Handler:
             self.engine.on_change()
             return P.ok_reply(req.id, job=job.info(), **reg.launch_info(job))
         if isinstance(req, P.Unregister):
+            if req.when_idle and req.name in reg.jobs and not self.engine.idle(req.name):
+                return P.ok_reply(req.id, removed=False)     # the loop removes it when idle
             reg.unregister(req)
             self.engine.on_change()
-            return P.ok_reply(req.id)
+            return P.ok_reply(req.id, removed=True)
         if isinstance(req, P.Set):
             job = reg.update(req)
             self.engine.on_change()
@@ -88,7 +92,8 @@ class Handler:
 
     def status(self) -> dict[str, Any]:
         return {
-            "protocol": P.PROTOCOL_VERSION, "pid": os.getpid(),
+            "protocol": P.PROTOCOL_VERSION, "protocol_minor": P.PROTOCOL_MINOR,
+            "pid": os.getpid(),
             "uptime_s": round(time.time() - self.started, 3),
             "devices": [d.to_dict() for d in self.registry.devices],
             "jobs": len(self.registry.jobs),

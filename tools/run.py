@@ -8,7 +8,9 @@ import sys
 from collections.abc import Mapping
 
 import click
-from tgs.controller.client import ClientError, ControllerUnavailable
+from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.controller.lease import LeaseError
+from tgs.controller.lease import take as take_lease
 from tgs.intercept.locate import _prepend_preload, find_shim
 
 from .common import (
@@ -68,9 +70,10 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, device: i
         standalone: bool, controller: str | None, timeout: float, cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
-    The job is registered with the controller (and removed when CMD ends), CMD runs with
-    the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N when
-    signal N killed it)."""
+    The job is registered with the controller and lives exactly as long as CMD's process
+    tree (its lease, inherited by every process CMD starts; see docs/usage.md), CMD runs
+    with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
+    when signal N killed it)."""
     with Supervisor() as sup:
         sys.exit(_run(sup, name, priority, weight, mem, device, standalone, controller,
                       timeout, list(cmd)))
@@ -89,13 +92,14 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int
     client = make_client(controller, timeout)
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
-                                device=device, ephemeral=True)
+                                device=device, ephemeral=True, lease_uid=os.geteuid())
     except ControllerUnavailable as exc:
         client.close()
         unavailable(PROG, exc, " (or use --standalone for a static quota)")
     except ClientError as exc:
         client.close()
         client_error(PROG, exc)
+    lease_fd = _take_lease(reply.get("lease"))
     try:
         early = sup.pending()
         if early is not None:                    # Ctrl-C while registering: do not start
@@ -106,15 +110,36 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int
             fail(PROG, str(exc))
         return _spawn(sup, cmd, env)
     finally:
-        try:
-            client.unregister(name)
-        except ClientError as exc:
-            if exc.code != "not_found":          # an ephemeral job may already be gone
-                click.echo(f"{PROG}: warning: unregister {name}: {exc.message}", err=True)
-        except ControllerUnavailable as exc:
-            click.echo(f"{PROG}: warning: unregister {name}: {exc}", err=True)
-        finally:
-            client.close()
+        if lease_fd is not None:
+            os.close(lease_fd)                   # processes of the tree may still hold it
+        _release(client, name, when_idle=lease_fd is not None)
+
+
+def _take_lease(path: str | None) -> int | None:
+    """Hold the job's lease with a descriptor the command's processes inherit: the job
+    lives while any of them holds it (controller/lease.py)."""
+    if not path:
+        return None
+    try:
+        return take_lease(path)
+    except (OSError, LeaseError) as exc:
+        click.echo(f"{PROG}: warning: cannot hold the job's lease ({exc}): the job ends "
+                   "with its last CUDA process", err=True)
+        return None
+
+
+def _release(client: Client, name: str, when_idle: bool) -> None:
+    """Unregister at the end; with a lease only if nothing of the tree is left (otherwise
+    the controller removes the job when the last holder or process is gone)."""
+    try:
+        client.unregister(name, when_idle=when_idle)
+    except ClientError as exc:
+        if exc.code != "not_found":          # an ephemeral job may already be gone
+            click.echo(f"{PROG}: warning: unregister {name}: {exc.message}", err=True)
+    except ControllerUnavailable as exc:
+        click.echo(f"{PROG}: warning: unregister {name}: {exc}", err=True)
+    finally:
+        client.close()
 
 
 def _spawn(sup: Supervisor, cmd: list[str], env: dict[str, str]) -> int:

@@ -1,0 +1,138 @@
+"""Protocol 1.1: request deadlines (expired requests are never applied), leases and
+unregister when_idle, at the handler level (no sockets)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from ctl_helpers import FakeEngine, make_handler
+from tgs.controller import protocol as P
+from tgs.controller.client import MUTATING, deadline_ms
+from tgs.controller.lease import Lease, take
+
+ID = [b"peer-1"]
+
+
+def call(handler, obj: dict) -> dict:
+    out = handler.handle(ID + [json.dumps(obj).encode()])
+    return json.loads(out[-1])
+
+
+def req(type_: str, **fields) -> dict:
+    return {"v": P.PROTOCOL_VERSION, "id": "r1", "type": type_, **fields}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@pytest.mark.parametrize("bad", [True, -1, 1.5, "1", None, P.MAX_DEADLINE_MS + 1])
+def test_deadline_must_be_an_integer(tmp_path: Path, bad) -> None:
+    h = make_handler(tmp_path)
+    r = call(h, req("register", name="a", deadline_ms=bad))
+    assert r["error"]["code"] == P.E_BAD_REQUEST and not h.registry.jobs
+
+
+def test_expired_requests_are_refused_before_anything(tmp_path: Path) -> None:
+    h = make_handler(tmp_path)
+    assert call(h, req("register", name="keep", mem_quota=1 << 30))["ok"]
+    before = (tmp_path / "state" / "controller.json").read_bytes()
+    past = now_ms() - 1
+    for r in (req("register", name="ghost", deadline_ms=past),
+              req("set", name="keep", mem_quota=3 << 30, deadline_ms=past),
+              req("unregister", name="keep", deadline_ms=past),
+              req("status", deadline_ms=past)):
+        reply = call(h, r)
+        assert reply["ok"] is False and reply["error"]["code"] == P.E_EXPIRED, reply
+        assert reply["id"] == "r1" and "not applied" in reply["error"]["message"]
+    assert set(h.registry.jobs) == {"keep"}
+    assert h.registry.jobs["keep"].rec.mem_quota == 1 << 30
+    assert (tmp_path / "state" / "controller.json").read_bytes() == before
+    assert h.engine.changes == 1
+
+
+def test_future_deadline_is_applied(tmp_path: Path) -> None:
+    h = make_handler(tmp_path)
+    assert call(h, req("register", name="a", deadline_ms=now_ms() + 5000))["ok"]
+    assert "a" in h.registry.jobs
+
+
+def test_client_deadline_leaves_a_margin() -> None:
+    assert deadline_ms(1.0, now=1000.0) == 1000_750        # 1/4 of the timeout
+    assert deadline_ms(10.0, now=1000.0) == 1009_500       # at most 0.5 s
+    assert set(MUTATING) == {"register", "unregister", "set"}
+
+
+def test_status_reports_the_minor_version(tmp_path: Path) -> None:
+    st = call(make_handler(tmp_path), req("status"))
+    assert (st["protocol"], st["protocol_minor"]) == (1, P.PROTOCOL_MINOR)
+
+
+def test_lease_register_and_when_idle(tmp_path: Path) -> None:
+    h = make_handler(tmp_path)
+    (tmp_path / "segs").mkdir()
+    r = call(h, req("register", name="w", ephemeral=True, lease_uid=os.geteuid()))
+    assert r["ok"], r
+    lease = Path(r["lease"])
+    assert lease == tmp_path / "segs" / "w.lease" and lease.stat().st_mode & 0o777 == 0o400
+    assert h.registry.jobs["w"].rec.lease == str(lease)
+    assert isinstance(h.engine, FakeEngine)
+    h.engine.busy = {"w"}
+    r = call(h, req("unregister", name="w", when_idle=True))
+    assert r["ok"] and r["removed"] is False and "w" in h.registry.jobs
+    h.engine.busy = set()
+    r = call(h, req("unregister", name="w", when_idle=True))
+    assert r["ok"] and r["removed"] is True and "w" not in h.registry.jobs
+    assert not lease.exists()
+    r = call(h, req("unregister", name="w", when_idle=True))
+    assert r["error"]["code"] == P.E_NOT_FOUND
+
+
+def test_lease_needs_ephemeral(tmp_path: Path) -> None:
+    h = make_handler(tmp_path)
+    r = call(h, req("register", name="w", lease_uid=0))
+    assert r["error"]["code"] == P.E_BAD_REQUEST and not h.registry.jobs
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may hand a lease to any uid")
+def test_lease_for_another_uid_needs_root(tmp_path: Path) -> None:
+    h = make_handler(tmp_path)
+    (tmp_path / "segs").mkdir()
+    r = call(h, req("register", name="w", ephemeral=True, lease_uid=os.geteuid() + 1))
+    assert r["error"]["code"] == P.E_BAD_REQUEST and not h.registry.jobs
+    assert not (tmp_path / "segs" / "w.lease").exists()
+
+
+def test_lease_held_through_inherited_descriptor(tmp_path: Path) -> None:
+    import subprocess
+    lease = Lease.create(tmp_path / "j.lease", None)
+    try:
+        assert not lease.held() and not lease.expired(live=True)   # a live process: used
+        fd = take(lease.path)
+        assert lease.held() and os.get_inheritable(fd)
+        child = subprocess.Popen(["sleep", "30"], pass_fds=(fd,))
+        os.close(fd)
+        try:
+            assert lease.held() and not lease.expired(live=False)
+        finally:
+            child.kill()
+            child.wait()
+        assert not lease.held() and lease.expired(live=False)
+    finally:
+        lease.remove()
+    assert not (tmp_path / "j.lease").exists()
+
+
+def test_unused_lease_expires_after_the_grace(tmp_path: Path, monkeypatch) -> None:
+    from tgs.controller import lease as L
+    lease = Lease.create(tmp_path / "j.lease", None)
+    try:
+        assert not lease.expired(live=False)                      # young, never held
+        monkeypatch.setattr(L.time, "monotonic", lambda: lease.born + L.LEASE_GRACE + 1)
+        assert lease.expired(live=False)
+    finally:
+        lease.remove()

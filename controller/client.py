@@ -21,6 +21,7 @@ from typing import Any
 import zmq
 
 from . import protocol as P
+from .auth import ClientKeys
 from .paths import control_endpoint, default_runtime_dir, metrics_endpoint
 
 
@@ -50,11 +51,12 @@ def deadline_ms(timeout: float, now: float | None = None) -> int:
 
 class Client:
     def __init__(self, endpoint: str | None = None, runtime_dir: str | Path | None = None,
-                 timeout: float = 3.0) -> None:
+                 timeout: float = 3.0, curve: ClientKeys | None = None) -> None:
         rdir = Path(runtime_dir) if runtime_dir else default_runtime_dir()
         self.endpoint = endpoint or control_endpoint(rdir)
         self.metrics = metrics_endpoint(rdir)
         self.timeout = timeout
+        self.curve = curve                   # CurveZMQ keys for a --listen endpoint (auth.py)
         self._ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
 
@@ -66,6 +68,8 @@ class Client:
             s = self._ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 0)
             try:
+                if self.curve is not None:
+                    self.curve.apply(s)
                 s.connect(self.endpoint)
             except zmq.ZMQError as exc:
                 s.close(0)

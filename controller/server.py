@@ -103,28 +103,51 @@ class Handler:
 
 
 class Server:
-    def __init__(self, handler: Handler, endpoints: list[str], metrics_endpoint: str) -> None:
+    """`endpoints` are served as they are (the owner-only ipc socket); `secure_endpoints`
+    (--listen) by a second ROUTER that is a CurveZMQ server under `guard` (auth.py)."""
+
+    def __init__(self, handler: Handler, endpoints: list[str], metrics_endpoint: str,
+                 secure_endpoints: list[str] | None = None, guard: Any = None,
+                 ctx: zmq.Context | None = None) -> None:
         self.handler = handler
-        self.ctx = zmq.Context()
-        self.router = self.ctx.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.router.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_FRAME)
-        self.router.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        self.router.setsockopt(zmq.SNDHWM, 1000)
-        for ep in endpoints:
-            self.router.bind(ep)
+        self.ctx = ctx or zmq.Context()
+        self.guard = guard
+        self.router = self._router(endpoints)
+        self.routers = [self.router]
+        if secure_endpoints:
+            if guard is None:
+                raise ValueError("endpoints other than the ipc socket need CurveZMQ keys")
+            self.routers.append(self._router(secure_endpoints, guard))
         self.pub = self.ctx.socket(zmq.PUB)
         self.pub.setsockopt(zmq.LINGER, 0)
         self.pub.setsockopt(zmq.SNDHWM, 100)
         self.pub.bind(metrics_endpoint)
+        self.poller = zmq.Poller()
+        for r in self.routers:
+            self.poller.register(r, zmq.POLLIN)
         self.stopping = False
+
+    def _router(self, endpoints: list[str], guard: Any = None) -> zmq.Socket:
+        r = self.ctx.socket(zmq.ROUTER)
+        r.setsockopt(zmq.LINGER, 0)
+        r.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_FRAME)
+        r.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        r.setsockopt(zmq.SNDHWM, 1000)
+        if guard is not None:
+            guard.secure(r)
+        for ep in endpoints:
+            r.bind(ep)
+        return r
 
     def stop(self, *_: object) -> None:
         self.stopping = True
 
     def close(self) -> None:
-        self.router.close(0)
+        for r in self.routers:
+            r.close(0)
         self.pub.close(0)
+        if self.guard is not None:
+            self.guard.stop()
         self.ctx.term()
 
     def serve(self) -> None:
@@ -135,26 +158,33 @@ class Server:
             if now >= next_tick:
                 metrics = engine.step(now)
                 self._publish(metrics)
+                if self.guard is not None:
+                    self.guard.refresh()
                 # a late period is not made up for: keep the cadence from now
                 next_tick = max(next_tick + engine.period, time.monotonic())
                 continue
             wait_ms = max(0, int((next_tick - now) * 1000))
             try:
-                ready = self.router.poll(wait_ms, zmq.POLLIN)
+                ready = dict(self.poller.poll(wait_ms))
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EINTR:
                     continue
                 raise
-            for _ in range(MAX_BATCH if ready else 0):
-                try:
-                    frames = self.router.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                reply = self.handler.handle(frames)
-                try:
-                    self.router.send_multipart(reply, zmq.NOBLOCK)
-                except zmq.ZMQError as exc:   # peer gone or its queue full: drop the reply
-                    log.debug("reply dropped: %s", exc)
+            for sock in self.routers:
+                if sock in ready:
+                    self._serve_batch(sock)
+
+    def _serve_batch(self, sock: zmq.Socket) -> None:
+        for _ in range(MAX_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            reply = self.handler.handle(frames)
+            try:
+                sock.send_multipart(reply, zmq.NOBLOCK)
+            except zmq.ZMQError as exc:   # peer gone or its queue full: drop the reply
+                log.debug("reply dropped: %s", exc)
 
     def _publish(self, metrics: list[dict[str, Any]]) -> None:
         if not metrics:

@@ -10,9 +10,11 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from tgs.controller.auth import write_keypair
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
 from .common import client_error, controller_options, make_client, unavailable
@@ -50,11 +52,14 @@ def _dump(obj: Any) -> None:
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @controller_options
 @click.pass_context
-def cli(ctx: click.Context, controller: str | None, timeout: float) -> None:
+def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: str | None,
+        client_key: str | None) -> None:
     """Inspect and steer TGS jobs.
 
     Completion: eval "$(_TGSCTL_COMPLETE=bash_source tgsctl)"."""
-    ctx.obj = make_client(controller, timeout)
+    if ctx.invoked_subcommand == "keygen":
+        return
+    ctx.obj = make_client(controller, timeout, server_key, client_key, PROG)
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -166,6 +171,24 @@ def top_cmd(ctx: click.Context, once: bool, interval: float, color: bool | None)
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("")
+
+
+@cli.command("keygen")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", type=JOB_NAME, default="client", show_default=True,
+              help="Key pair file names: NAME.key (public) and NAME.key_secret (0600).")
+def keygen_cmd(directory: Path, name: str) -> None:
+    """Create a CurveZMQ key pair for talking to a controller's --listen endpoint: copy
+    NAME.key into the controller's <state dir>/curve/authorized/, then use
+    --client-key DIRECTORY/NAME.key_secret and --server-key <its server.key or key>."""
+    try:
+        pub, sec = write_keypair(directory, name)
+    except FileExistsError as exc:
+        raise click.UsageError(f"{exc.filename} exists: not overwritten") from None
+    except OSError as exc:
+        raise click.UsageError(f"cannot write the key pair into {directory}: {exc.strerror}") \
+            from None
+    click.echo(f"public key {pub} (authorize it on the controller), secret key {sec}")
 
 
 def main() -> None:

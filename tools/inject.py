@@ -67,12 +67,13 @@ preload_option = click.option(
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @controller_options
 @click.pass_context
-def cli(ctx: click.Context, controller: str | None, timeout: float) -> None:
+def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: str | None,
+        client_key: str | None) -> None:
     """Inject TGS into containers.
 
     The shim needs glibc in the container at least as new as the one it was built against
     (`tgs-inject baseline` prints it); a --rootfs is checked, images are not."""
-    ctx.obj = make_client(controller, timeout)
+    ctx.obj = make_client(controller, timeout, server_key, client_key, PROG)
     ctx.call_on_close(ctx.obj.close)
 
 

@@ -67,7 +67,8 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def cli(name: str | None, priority: str, weight: int, mem: int | None, device: int | str,
-        standalone: bool, controller: str | None, timeout: float, cmd: tuple[str, ...]) -> None:
+        standalone: bool, controller: str | None, timeout: float, server_key: str | None,
+        client_key: str | None, cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
     The job is registered with the controller and lives exactly as long as CMD's process
@@ -75,13 +76,14 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, device: i
     with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
     when signal N killed it)."""
     with Supervisor() as sup:
+        keys = (server_key, client_key)
         sys.exit(_run(sup, name, priority, weight, mem, device, standalone, controller,
-                      timeout, list(cmd)))
+                      timeout, keys, list(cmd)))
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int | None,
          device: int | str, standalone: bool, controller: str | None, timeout: float,
-         cmd: list[str]) -> int:
+         keys: tuple[str | None, str | None], cmd: list[str]) -> int:
     if standalone:
         try:
             env = standalone_env(os.environ, mem)
@@ -89,7 +91,7 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int
             fail(PROG, str(exc))
         return _spawn(sup, cmd, env)
     name = name if name is not None else job_name_from(cmd[0], secrets.token_hex(2))
-    client = make_client(controller, timeout)
+    client = make_client(controller, timeout, *keys, PROG)
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
                                 device=device, ephemeral=True, lease_uid=os.geteuid())

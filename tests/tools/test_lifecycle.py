@@ -71,7 +71,8 @@ def test_killed_wrapper_orphan_keeps_its_limits(ctl: Ctl) -> None:
     start a second: that program still gets the job's limits, and the job is removed once
     it exits."""
     probe = f"{shlex.quote(sys.executable)} {shlex.quote(str(MEMPROBE))}"
-    script = f"(sleep 2; echo info) | {probe} >/dev/null; sleep 2; exec {probe}"
+    # the shim attaches at the first memory call: "info" right away, then 2 s alive
+    script = f"(echo info; sleep 2) | {probe} >/dev/null; sleep 2; exec {probe}"
     wrapper = subprocess.Popen(
         [tool("tgs-run"), "--name", "orphan", "--mem", "64MiB", "--", "sh", "-c", script],
         env=ctl.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

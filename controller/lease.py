@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import stat
 import struct
 import time
 from pathlib import Path
 
+log = logging.getLogger(__name__)
 F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
 F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
 _FLOCK = struct.Struct("hhqqi4x")            # struct flock, LP64 Linux
@@ -49,6 +51,7 @@ class Lease:
         self.born = time.monotonic()
         self.used = False            # held once, or the job had a live process
         self._test = _flock(fcntl.F_WRLCK)
+        self._failed = False
 
     @classmethod
     def create(cls, path: Path, uid: int | None) -> Lease:
@@ -84,8 +87,15 @@ class Lease:
         return lease
 
     def held(self) -> bool:
-        """Whether any process holds the lease (one non-blocking syscall)."""
-        out = fcntl.fcntl(self.fd, F_OFD_GETLK, self._test)
+        """Whether any process holds the lease (one non-blocking syscall).  Should the test
+        itself fail, the lease counts as held: the job keeps its limits (fail closed)."""
+        try:
+            out = fcntl.fcntl(self.fd, F_OFD_GETLK, self._test)
+        except OSError as exc:
+            if not self._failed:
+                log.error("lease %s: cannot test it (%s): keeping the job", self.path, exc)
+                self._failed = True
+            return True
         return _FLOCK.unpack(out)[0] != fcntl.F_UNLCK
 
     def expired(self, live: bool) -> bool:

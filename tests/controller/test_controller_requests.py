@@ -136,3 +136,14 @@ def test_unused_lease_expires_after_the_grace(tmp_path: Path, monkeypatch) -> No
         assert lease.expired(live=False)
     finally:
         lease.remove()
+
+
+def test_lease_that_cannot_be_tested_counts_as_held(tmp_path: Path) -> None:
+    lease = Lease.create(tmp_path / "j.lease", None)
+    real = lease.fd
+    lease.fd = 1_000_000                # no such descriptor: the test fails with EBADF
+    try:
+        assert lease.held() and not lease.expired(live=False)
+    finally:
+        lease.fd = real
+        lease.remove()

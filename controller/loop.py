@@ -95,15 +95,6 @@ class ControlLoop:
         for t in self.tracks.values():
             t.gate = t.defaults = None
 
-    def idle(self, name: str) -> bool:
-        """No lease holder and no live process (a fresh read): unregister when_idle."""
-        job = self.registry.jobs.get(name)
-        if job is None:
-            return True
-        if job.lease is not None and job.lease.held():
-            return False
-        return not (isinstance(job.seg, JobSeg) and self._read(job))
-
     def status(self) -> dict[str, Any]:
         return {"policy": self.policy.name, "period_ms": round(self.period * 1000, 3),
                 "steps": self.steps, "overruns": self.overruns, "reclaimed": self.reclaimed,
@@ -289,3 +280,12 @@ class ControlLoop:
                     changed |= self.registry.set_state(job, "done", save=False)
         if changed:
             self.registry.save_quietly()
+
+    def idle(self, name: str) -> bool:
+        """No lease holder and no live process (a fresh read): unregister when_idle."""
+        job = self.registry.jobs.get(name)
+        if job is None:
+            return True
+        if job.lease is not None and job.lease.held():
+            return False
+        return not (isinstance(job.seg, JobSeg) and self._read(job))

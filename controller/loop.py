@@ -288,4 +288,11 @@ class ControlLoop:
             return True
         if job.lease is not None and job.lease.held():
             return False
-        return not (isinstance(job.seg, JobSeg) and self._read(job))
+        if not isinstance(job.seg, JobSeg):
+            return True
+        try:
+            live, _ = job.seg.scan(self.steps)
+        except Exception as exc:            # unknown: keep the job (the loop decides later)
+            log.error("job %s: cannot read its segment: %s", job.rec.name, exc)
+            return False
+        return not live

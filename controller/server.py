@@ -55,8 +55,10 @@ class Handler:
                 None, P.E_BAD_FRAME,
                 "a request is one payload frame, optionally after one empty delimiter")]
         envelope = identity + body[:-1]
+        req_id = None
         try:
             req = P.parse_payload(body[-1])
+            req_id = req.id
             P.check_deadline(req, time.time_ns() // 1_000_000)
             reply = self.dispatch(req)
         except P.ProtocolError as exc:
@@ -65,7 +67,8 @@ class Handler:
         except Exception as exc:       # a bug must not take the daemon down
             self.errors += 1
             log.exception("request failed")
-            reply = P.error_reply(None, P.E_INTERNAL, f"internal error: {type(exc).__name__}")
+            # with the id: a client waits for its own id (and would time out otherwise)
+            reply = P.error_reply(req_id, P.E_INTERNAL, f"internal error: {type(exc).__name__}")
         return envelope + [reply]
 
     def dispatch(self, req: P.Request) -> bytes:

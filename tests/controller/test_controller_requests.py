@@ -147,3 +147,18 @@ def test_lease_that_cannot_be_tested_counts_as_held(tmp_path: Path) -> None:
     finally:
         lease.fd = real
         lease.remove()
+
+
+def test_internal_error_echoes_the_id(tmp_path: Path, monkeypatch) -> None:
+    """A bug while handling a valid request gives an `internal` reply with the request's id
+    (a client waits for its own id: without it, it would time out instead)."""
+    h = make_handler(tmp_path)
+    assert call(h, req("register", name="w"))["ok"]
+
+    def boom(name: str) -> bool:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(h.engine, "idle", boom)
+    r = call(h, req("unregister", name="w", when_idle=True))
+    assert r["ok"] is False and r["error"]["code"] == P.E_INTERNAL and r["id"] == "r1"
+    assert "w" in h.registry.jobs

@@ -162,3 +162,30 @@ def test_internal_error_echoes_the_id(tmp_path: Path, monkeypatch) -> None:
     r = call(h, req("unregister", name="w", when_idle=True))
     assert r["ok"] is False and r["error"]["code"] == P.E_INTERNAL and r["id"] == "r1"
     assert "w" in h.registry.jobs
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root to run children as other users")
+def test_lease_opens_for_its_uid_only() -> None:
+    """As root the controller hands the lease to the job's uid: that user can hold it,
+    another user cannot even open it (so cannot keep someone else's job alive)."""
+    import shutil
+    import subprocess
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="tgs-lease-"))          # traversable by other users
+    d.chmod(0o755)
+    lease = Lease.create(d / "j.lease", 12345)
+    code = ("import fcntl, os, struct, sys\n"
+            "try:\n    fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "except PermissionError:\n    sys.exit(13)\n"
+            "fcntl.fcntl(fd, 37, struct.pack('hhqqi4x', fcntl.F_RDLCK, 0, 0, 1, 0))\n")
+    try:
+        st = lease.path.stat()
+        assert (st.st_uid, st.st_mode & 0o777) == (12345, 0o400)
+        for uid, rc in ((12345, 0), (12346, 13)):
+            r = subprocess.run(["/usr/bin/python3", "-c", code, str(lease.path)], user=uid,
+                               capture_output=True, text=True, timeout=60, cwd="/")
+            assert r.returncode == rc, (uid, r.stderr)
+    finally:
+        lease.remove()
+        shutil.rmtree(d, ignore_errors=True)

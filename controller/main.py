@@ -140,7 +140,7 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
     signal.signal(signal.SIGINT, server.stop)
     log.info("tgs-controller up: policy %s, period %g ms, %d device(s) (%s), %d job(s), %s",
              policy, period_ms, len(devices), devices[0].kind, len(registry.jobs),
-             ", ".join(endpoints))
+             ", ".join(endpoints + [f"{e} (CurveZMQ)" for e in secure]))
     try:
         server.serve()
     finally:

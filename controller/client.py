@@ -1,7 +1,12 @@
 """A small blocking client for the controller (used by tgsctl, tgs-run and the tests).
 
 Every call has a timeout: with no controller up, a call fails with
-ControllerUnavailable after at most `timeout` seconds, never hangs.
+ControllerUnavailable after at most `timeout` seconds, never hangs.  Every request
+that changes something carries a deadline (`deadline_ms`, the node's CLOCK_REALTIME)
+a little before the client stops waiting: a controller that reads it later refuses
+it (`expired`) instead of applying it, so a request the client reported as failed
+is never applied afterwards.  Sockets close with linger 0: an unsent request is
+dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import zmq
 
 from . import protocol as P
+from .auth import ClientKeys
 from .paths import control_endpoint, default_runtime_dir, metrics_endpoint
 
 
@@ -32,13 +38,25 @@ class ControllerUnavailable(Exception):
     """No answer from the controller within the timeout."""
 
 
+MUTATING = ("register", "unregister", "set")     # the requests that carry a deadline
+
+
+def deadline_ms(timeout: float, now: float | None = None) -> int:
+    """The deadline a request carries: the client waits `timeout` s for the reply; the
+    controller must have read the request a margin before that (a quarter of the
+    timeout, at most 0.5 s), leaving the rest for applying it and replying."""
+    now = time.time() if now is None else now
+    return int((now + timeout - min(0.5, timeout / 4)) * 1000)
+
+
 class Client:
     def __init__(self, endpoint: str | None = None, runtime_dir: str | Path | None = None,
-                 timeout: float = 3.0) -> None:
+                 timeout: float = 3.0, curve: ClientKeys | None = None) -> None:
         rdir = Path(runtime_dir) if runtime_dir else default_runtime_dir()
         self.endpoint = endpoint or control_endpoint(rdir)
         self.metrics = metrics_endpoint(rdir)
         self.timeout = timeout
+        self.curve = curve                   # CurveZMQ keys for a --listen endpoint (auth.py)
         self._ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
 
@@ -49,7 +67,14 @@ class Client:
                     f"no controller socket at {self.endpoint[6:]}: is tgs-controller running?")
             s = self._ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 0)
-            s.connect(self.endpoint)
+            try:
+                if self.curve is not None:
+                    self.curve.apply(s)
+                s.connect(self.endpoint)
+            except zmq.ZMQError as exc:
+                s.close(0)
+                raise ControllerUnavailable(
+                    f"cannot connect to {self.endpoint[:200]!r}: {exc}") from None
             self._sock = s
         return self._sock
 
@@ -85,8 +110,10 @@ class Client:
                 return reply
 
     def call(self, type_: str, **fields: Any) -> dict[str, Any]:
-        reply = self.call_raw({"v": P.PROTOCOL_VERSION, "id": uuid.uuid4().hex,
-                               "type": type_, **fields})
+        msg = {"v": P.PROTOCOL_VERSION, "id": uuid.uuid4().hex, "type": type_, **fields}
+        if type_ in MUTATING:
+            msg["deadline_ms"] = deadline_ms(self.timeout)
+        reply = self.call_raw(msg)
         if not reply.get("ok"):
             err = reply.get("error") or {}
             raise ClientError(str(err.get("code", "?")), str(err.get("message", "")))
@@ -95,12 +122,17 @@ class Client:
     # ------------------------------------------------------------ verbs
     def register(self, name: str, priority: str = "opportunistic", weight: int = 1,
                  mem_quota: int | None = None, device: int | str = 0,
-                 ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS) -> dict[str, Any]:
+                 ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS,
+                 lease_uid: int | None = None) -> dict[str, Any]:
+        extra = {} if lease_uid is None else {"lease_uid": lease_uid}
         return self.call("register", name=name, priority=priority, weight=weight,
-                         mem_quota=mem_quota, device=device, ephemeral=ephemeral, nslots=nslots)
+                         mem_quota=mem_quota, device=device, ephemeral=ephemeral, nslots=nslots,
+                         **extra)
 
-    def unregister(self, name: str) -> dict[str, Any]:
-        return self.call("unregister", name=name)
+    def unregister(self, name: str, when_idle: bool = False) -> dict[str, Any]:
+        """Remove a job; with when_idle, only if nobody holds its lease and none of its
+        processes is live (reply field `removed`)."""
+        return self.call("unregister", name=name, **({"when_idle": True} if when_idle else {}))
 
     def set(self, name: str, **changes: Any) -> dict[str, Any]:
         return self.call("set", name=name, **changes)

@@ -321,7 +321,16 @@ class ControlLoop:
         """running while a process lives; done when the last one left (ephemeral: removed)."""
         changed = False
         for job, sig in zip(jobs, signals):
-            if sig.nproc > 0:
+            if job.lease is not None:            # tgs-run's job: its process tree (lease.py)
+                if not job.lease.expired(sig.nproc > 0):
+                    if job.lease.used:
+                        changed |= self.registry.set_state(job, "running", save=False)
+                    continue
+                log.info("job %s: lease released, no live process: removing it", job.rec.name)
+                self.registry.remove_done(job)
+                self.tracks.pop(job.rec.name, None)
+                self.policy.forget(job.rec.name)
+            elif sig.nproc > 0:
                 changed |= self.registry.set_state(job, "running", save=False)
             elif job.rec.state == "running":
                 if job.rec.ephemeral:
@@ -333,3 +342,19 @@ class ControlLoop:
                     changed |= self.registry.set_state(job, "done", save=False)
         if changed:
             self.registry.save_quietly()
+
+    def idle(self, name: str) -> bool:
+        """No lease holder and no live process (a fresh read): unregister when_idle."""
+        job = self.registry.jobs.get(name)
+        if job is None:
+            return True
+        if job.lease is not None and job.lease.held():
+            return False
+        if not isinstance(job.seg, JobSeg):
+            return True
+        try:
+            live, _ = job.seg.scan(self.steps)
+        except Exception as exc:            # unknown: keep the job (the loop decides later)
+            log.error("job %s: cannot read its segment: %s", job.rec.name, exc)
+            return False
+        return not live

@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import click
+import zmq
 
 from . import paths
+from .auth import CurveGuard, KeyFileError
 from .devices import DeviceError, discover
 from .loop import ControlLoop
 from .policy import POLICIES, make_policy
@@ -47,17 +49,22 @@ def _lock(path: Path) -> int:
               help="Sockets (default /run/tgs as root, else $XDG_RUNTIME_DIR/tgs or /tmp/tgs-UID).")
 @click.option("--listen", multiple=True,
               help="Extra request endpoint: PORT or HOST:PORT (tcp, loopback unless a host is "
-                   "given) or a ZeroMQ endpoint. Repeatable.")
+                   "given) or a ZeroMQ endpoint. Repeatable. Served with CurveZMQ: only the "
+                   "clients whose public keys are in <state dir>/curve/authorized/ get in.")
 @click.option("--sim", is_flag=True, help="Use the simulated GPUs even if NVML is present.")
 @click.option("--static-share", type=click.FloatRange(0, 1, min_open=True), default=0.3,
               show_default=True, help="Share per opportunistic job for --policy static.")
 @click.option("--metrics-port", default=None, metavar="[HOST:]PORT",
-              help="Serve Prometheus metrics over HTTP (0: a free port, see status).")
+              help="Serve Prometheus metrics over HTTP on 127.0.0.1 unless a host is given "
+                   "(0: a free port, see status).")
+@click.option("--metrics-host", default=None, metavar="HOST",
+              help="Address for --metrics-port (e.g. 0.0.0.0 for every interface).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)
 def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
         segment_dir: Path | None, runtime_dir: Path | None, listen: tuple[str, ...], sim: bool,
-        static_share: float, metrics_port: str | None, log_level: str) -> None:
+        static_share: float, metrics_port: str | None, metrics_host: str | None,
+        log_level: str) -> None:
     """TGS node controller: job registry, GPU-time allocation, ZeroMQ control plane."""
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper()),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -99,25 +106,41 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
     from .metrics import MetricsServer, MetricsTap, parse_listen
     engine = MetricsTap(loop, registry, GpuSampler(devices))   # adds gpus to status
     metrics_http = None
+    if metrics_port is None and metrics_host is not None:
+        raise click.UsageError("--metrics-host needs --metrics-port")
     if metrics_port is not None:
         try:
-            host, port = parse_listen(metrics_port)
+            host, port = parse_listen(metrics_port, metrics_host)
             metrics_http = MetricsServer(engine, port, host)
         except (OSError, ValueError) as exc:
             raise click.ClickException(f"metrics: {exc}") from exc
-    endpoints = [paths.control_endpoint(runtime_dir)] + [paths.listen_endpoint(x) for x in listen]
+    endpoints = [paths.control_endpoint(runtime_dir)]
+    secure = [paths.listen_endpoint(x) for x in listen]
     info = {"state_dir": str(state_dir), "segment_dir": str(seg_dir),
-            "runtime_dir": str(runtime_dir), "endpoints": endpoints,
+            "runtime_dir": str(runtime_dir), "endpoints": endpoints + secure,
             "metrics": paths.metrics_endpoint(runtime_dir)}
+    ctx = zmq.Context()
+    guard = None
+    if secure:
+        try:
+            guard = CurveGuard(ctx, state_dir)
+        except (OSError, KeyFileError) as exc:
+            ctx.term()
+            raise click.ClickException(f"--listen needs CurveZMQ keys: {exc}") from exc
+        info.update(curve_endpoints=secure, curve_public_key=guard.public.decode(),
+                    curve_authorized_dir=str(guard.authorized))
     try:
-        server = Server(Handler(registry, engine, info), endpoints, info["metrics"])
+        server = Server(Handler(registry, engine, info), endpoints, info["metrics"],
+                        secure, guard, ctx)
     except Exception as exc:
-        raise click.ClickException(f"cannot bind {endpoints}: {exc}") from exc
+        if guard is not None:
+            guard.stop()
+        raise click.ClickException(f"cannot bind {endpoints + secure}: {exc}") from exc
     signal.signal(signal.SIGTERM, server.stop)
     signal.signal(signal.SIGINT, server.stop)
     log.info("tgs-controller up: policy %s, period %g ms, %d device(s) (%s), %d job(s), %s",
              policy, period_ms, len(devices), devices[0].kind, len(registry.jobs),
-             ", ".join(endpoints))
+             ", ".join(endpoints + [f"{e} (CurveZMQ)" for e in secure]))
     try:
         server.serve()
     finally:

@@ -61,6 +61,9 @@ class MetricsTap:
     def on_change(self) -> None:
         self.loop.on_change()
 
+    def idle(self, name: str) -> bool:
+        return self.loop.idle(name)
+
     def status(self) -> dict[str, Any]:
         st = dict(self.loop.status())
         st["gpus"] = [{"index": s.index, "uuid": uuid, "utilization": s.utilization,
@@ -173,7 +176,7 @@ class TgsCollector(Collector):
 class MetricsServer:
     """The HTTP endpoint (prometheus_client's, on a daemon thread)."""
 
-    def __init__(self, tap: MetricsTap, port: int, addr: str = "0.0.0.0") -> None:
+    def __init__(self, tap: MetricsTap, port: int, addr: str = "127.0.0.1") -> None:
         from prometheus_client import start_http_server
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TgsCollector(tap))
@@ -188,14 +191,15 @@ class MetricsServer:
             self.httpd.server_close()
 
 
-def parse_listen(spec: str) -> tuple[str, int]:
-    """--metrics-port value: PORT (all interfaces) or HOST:PORT; 0 picks a free port."""
-    host, _, port = spec.rpartition(":")
-    try:
-        num = int(port)
-    except ValueError:
-        raise ValueError(f"--metrics-port {spec!r}: expected PORT or HOST:PORT") from None
+def parse_listen(spec: str, host: str | None = None) -> tuple[str, int]:
+    """--metrics-port value: PORT (127.0.0.1 unless --metrics-host says otherwise) or
+    HOST:PORT; 0 picks a free port."""
+    given, _, port = spec.rpartition(":")
+    if not port.isascii() or not port.isdigit() or len(port) > 5:
+        raise ValueError(f"--metrics-port {spec[:60]!r}: expected PORT or HOST:PORT")
+    num = int(port)
     if not 0 <= num <= 65535:
         raise ValueError(f"--metrics-port {spec!r}: port out of range")
-    return (host or "0.0.0.0"), num
-
+    if given and host is not None and given != host:
+        raise ValueError(f"--metrics-port {spec!r} and --metrics-host {host!r} disagree")
+    return (given or host or "127.0.0.1"), num

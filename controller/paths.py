@@ -53,6 +53,6 @@ def listen_endpoint(spec: str) -> str:
     """--listen value -> ZeroMQ endpoint: a bare port or host:port binds to loopback."""
     if "://" in spec:
         return spec
-    if spec.isdigit():
+    if spec.isascii() and spec.isdigit():
         return f"tcp://127.0.0.1:{spec}"
     return f"tcp://{spec}"

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 1           # "v" of every message: the major version
+PROTOCOL_MINOR = 1             # 1.1: deadline_ms, expired, lease_uid, when_idle (docs/protocol.md)
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
 MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
 MAX_ID_LEN = 64
@@ -25,6 +26,8 @@ MAX_SLOTS = 128                # TGS_SEG_MAX_SLOTS
 DEFAULT_SLOTS = 32
 MAX_QUOTA = (1 << 63) - 1
 PRIORITIES = ("production", "opportunistic")
+MAX_DEADLINE_MS = 1 << 53      # ms since the epoch (JSON-safe integers)
+MAX_UID = (1 << 32) - 2        # (uid_t)-1 means "no change" to chown
 
 # Error codes (the "code" of an error reply).
 E_BAD_FRAME = "bad_frame"       # wrong multipart shape
@@ -38,8 +41,10 @@ E_EXISTS = "exists"             # job name taken
 E_OVERCOMMIT = "overcommit"     # production memory quotas would exceed the device's memory
 E_NO_DEVICE = "no_device"       # no such device index / UUID
 E_INTERNAL = "internal"         # the daemon failed (segment I/O...); nothing was changed
+E_EXPIRED = "expired"           # deadline_ms had passed when the request was read: not applied
 ERROR_CODES = (E_BAD_FRAME, E_TOO_LARGE, E_BAD_JSON, E_BAD_VERSION, E_BAD_REQUEST,
-               E_UNKNOWN_TYPE, E_NOT_FOUND, E_EXISTS, E_OVERCOMMIT, E_NO_DEVICE, E_INTERNAL)
+               E_UNKNOWN_TYPE, E_NOT_FOUND, E_EXISTS, E_OVERCOMMIT, E_NO_DEVICE, E_INTERNAL,
+               E_EXPIRED)
 
 
 class ProtocolError(Exception):
@@ -62,12 +67,16 @@ class Register:
     device: int | str = 0                 # index or UUID
     ephemeral: bool = False
     nslots: int = DEFAULT_SLOTS
+    lease_uid: int | None = None          # give the job a lease file this uid may open
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class Unregister:
     id: str
     name: str
+    when_idle: bool = False               # only if no lease holder and no live process
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,16 +87,19 @@ class Set:
     priority: str | None = None
     weight: int | None = None
     unlimited_quota: bool = False         # true when the request said "mem_quota": null
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class List:
     id: str
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class Status:
     id: str
+    deadline_ms: int | None = None
 
 
 Request = Union[Register, Unregister, Set, List, Status]
@@ -206,8 +218,16 @@ def _name(f: _Fields) -> str:
     return f.string("name", NAME_RE, "a job name: 1-63 of [A-Za-z0-9._-], not starting with . - _")
 
 
+def _deadline(f: _Fields) -> int | None:
+    return f.integer("deadline_ms", 0, MAX_DEADLINE_MS) if f.has("deadline_ms") else None
+
+
 def _parse_register(f: _Fields) -> Register:
     d = Register(id=f.req_id, name=_name(f))
+    lease_uid = f.integer("lease_uid", 0, MAX_UID) if f.has("lease_uid") else None
+    ephemeral = f.boolean("ephemeral") if f.has("ephemeral") else d.ephemeral
+    if lease_uid is not None and not ephemeral:
+        raise ProtocolError(E_BAD_REQUEST, "a job with a lease must be ephemeral", f.req_id)
     return Register(
         id=f.req_id,
         name=d.name,
@@ -215,8 +235,10 @@ def _parse_register(f: _Fields) -> Register:
         weight=f.integer("weight", 1, MAX_WEIGHT) if f.has("weight") else d.weight,
         mem_quota=f.quota("mem_quota"),
         device=f.device("device") if f.has("device") else d.device,
-        ephemeral=f.boolean("ephemeral") if f.has("ephemeral") else d.ephemeral,
+        ephemeral=ephemeral,
         nslots=f.integer("nslots", 1, MAX_SLOTS) if f.has("nslots") else d.nslots,
+        lease_uid=lease_uid,
+        deadline_ms=_deadline(f),
     )
 
 
@@ -232,15 +254,22 @@ def _parse_set(f: _Fields) -> Set:
         priority=f.priority("priority") if f.has("priority") else None,
         weight=f.integer("weight", 1, MAX_WEIGHT) if f.has("weight") else None,
         unlimited_quota=unlimited,
+        deadline_ms=_deadline(f),
     )
+
+
+def _parse_unregister(f: _Fields) -> Unregister:
+    return Unregister(id=f.req_id, name=_name(f),
+                      when_idle=f.boolean("when_idle") if f.has("when_idle") else False,
+                      deadline_ms=_deadline(f))
 
 
 _PARSERS = {
     "register": _parse_register,
-    "unregister": lambda f: Unregister(id=f.req_id, name=_name(f)),
+    "unregister": _parse_unregister,
     "set": _parse_set,
-    "list": lambda f: List(id=f.req_id),
-    "status": lambda f: Status(id=f.req_id),
+    "list": lambda f: List(id=f.req_id, deadline_ms=_deadline(f)),
+    "status": lambda f: Status(id=f.req_id, deadline_ms=_deadline(f)),
 }
 MESSAGE_TYPES = tuple(_PARSERS)
 
@@ -271,17 +300,30 @@ def error_reply(req_id: str | None, code: str, message: str) -> bytes:
                    "error": {"code": code, "message": message}})
 
 
+def check_deadline(req: Request, now_ms: int) -> None:
+    """Refuse a request whose sender has given up on it (before anything is applied)."""
+    if req.deadline_ms is not None and now_ms > req.deadline_ms:
+        raise ProtocolError(E_EXPIRED, f"the request expired {now_ms - req.deadline_ms} ms ago "
+                            "(deadline_ms): not applied", req.id)
+
+
 def request_to_dict(req: Request) -> dict[str, Any]:
     """The wire form of a request (used by the client)."""
     kind = {Register: "register", Unregister: "unregister", Set: "set", List: "list",
             Status: "status"}[type(req)]
     out: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": req.id, "type": kind}
+    if req.deadline_ms is not None:
+        out["deadline_ms"] = req.deadline_ms
     if isinstance(req, Register):
         out.update(name=req.name, priority=req.priority, weight=req.weight,
                    mem_quota=req.mem_quota, device=req.device, ephemeral=req.ephemeral,
                    nslots=req.nslots)
+        if req.lease_uid is not None:
+            out["lease_uid"] = req.lease_uid
     elif isinstance(req, Unregister):
         out["name"] = req.name
+        if req.when_idle:
+            out["when_idle"] = True
     elif isinstance(req, Set):
         out["name"] = req.name
         if req.mem_quota is not None or req.unlimited_quota:

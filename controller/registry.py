@@ -8,6 +8,7 @@ reported as an `internal` error, leaving the registry as it was.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any, Protocol
 
 from . import protocol as P
 from .devices import Device, find
+from .lease import Lease, LeaseError
+from .records import RecordError, check_record
 from .state import ControllerState, JobRecord, StateStore
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ class Job:
     rec: JobRecord
     seg: JobSegmentHandle | None
     stats: dict[str, Any] = field(default_factory=dict)   # filled by the loop
+    lease: Lease | None = None                            # tgs-run's jobs (lease.py)
 
     def info(self) -> dict[str, Any]:
         r = self.rec
@@ -52,32 +56,70 @@ class Registry:
                  factory: SegmentFactory, launch_env: dict[str, str] | None = None) -> None:
         self.store = store
         self.devices = devices
-        self.seg_dir = Path(seg_dir)
+        self.seg_dir = Path(os.path.abspath(seg_dir))   # absolute, normalised (records.py)
         self.factory = factory
         self.launch_env = dict(launch_env or {})   # LD_PRELOAD etc., common to all jobs
         self.jobs: dict[str, Job] = {}
 
     # ------------------------------------------------------------ persistence
     def load(self) -> None:
-        """Re-open the segments of recorded jobs (re-creating any that vanished)."""
-        for rec in self.store.load().jobs:
+        """Re-open the segments of recorded jobs (re-creating any that vanished).  Every
+        record is validated first (records.py); a bad one is reported and skipped."""
+        rejected = []
+        for i, raw in enumerate(self.store.read()):
             try:
-                seg = self.factory.open(rec)
+                rec = check_record(raw, self.seg_dir, self.devices)
+                if rec.name in self.jobs:
+                    raise RecordError("a second record for the same job name")
+            except RecordError as exc:
+                name = raw.get("name") if isinstance(raw, dict) else None
+                log.error("state file %s: job record %d (name %s) skipped: %s",
+                          self.store.path, i, ascii(name)[:70], exc)
+                rejected.append({"record": raw, "reason": str(exc)})
+                continue
+            self.jobs[rec.name] = Job(rec, self._open(rec), lease=self._reopen_lease(rec))
+        if rejected:
+            try:
+                path = self.store.save_rejected(rejected)
+                log.warning("the %d bad job record(s) are kept in %s", len(rejected), path)
             except Exception as exc:
-                log.warning("job %s: segment %s unusable (%s): re-creating it",
-                            rec.name, rec.segment, exc)
-                try:
-                    seg = self.factory.create(rec)
-                except Exception as exc2:
-                    log.error("job %s: cannot re-create its segment: %s", rec.name, exc2)
-                    seg = None
-            if seg is not None:
-                try:
-                    seg.apply_identity(rec)
-                except Exception as exc:
-                    log.error("job %s: cannot write its segment: %s", rec.name, exc)
-            self.jobs[rec.name] = Job(rec, seg)
+                log.error("cannot keep the skipped records: %s", exc)
         log.info("loaded %d job(s) from %s", len(self.jobs), self.store.path)
+
+    def _open(self, rec: JobRecord) -> JobSegmentHandle | None:
+        try:
+            seg = self.factory.open(rec)
+        except Exception as exc:
+            log.warning("job %s: segment %s unusable (%s): re-creating it",
+                        rec.name, rec.segment, exc)
+            try:
+                seg = self.factory.create(rec)
+            except Exception as exc2:
+                log.error("job %s: cannot re-create its segment: %s", rec.name, exc2)
+                return None
+        try:
+            seg.apply_identity(rec)
+        except Exception as exc:
+            log.error("job %s: cannot write its segment: %s", rec.name, exc)
+        return seg
+
+    def _reopen_lease(self, rec: JobRecord) -> Lease | None:
+        """A recorded lease; a vanished or unusable one is replaced by a fresh file (then the
+        job ends with its last live process: its holders hold the old file)."""
+        if not rec.lease:
+            return None
+        try:
+            return Lease.open(Path(rec.lease))
+        except (OSError, LeaseError) as exc:
+            log.warning("job %s: lease %s unusable (%s): re-creating it", rec.name, rec.lease,
+                        exc)
+        try:
+            lease = Lease.create(Path(rec.lease), None)
+            lease.used = True
+            return lease
+        except (OSError, LeaseError) as exc:
+            log.error("job %s: cannot re-create its lease: %s", rec.name, exc)
+            return None
 
     def save(self) -> None:
         self.store.save(ControllerState(jobs=[j.rec for j in self.jobs.values()]))
@@ -86,6 +128,8 @@ class Registry:
         for job in self.jobs.values():
             if job.seg is not None:
                 job.seg.close()
+            if job.lease is not None:
+                job.lease.close()
 
     # ------------------------------------------------------------ checks
     def _device(self, ref: int | str, req_id: str) -> Device:
@@ -129,23 +173,35 @@ class Registry:
             name=req.name, priority=req.priority, weight=req.weight, mem_quota=req.mem_quota,
             device_index=dev.index, device_uuid=dev.uuid, ephemeral=req.ephemeral,
             nslots=req.nslots, segment=str(self.seg_dir / f"{req.name}.seg"),
-            created=time.time())
+            created=time.time(),
+            lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "")
         self._check_commit(rec, req.id)
+        lease = None
+        if req.lease_uid is not None:
+            try:
+                lease = Lease.create(Path(rec.lease), req.lease_uid)
+            except LeaseError as exc:
+                raise P.ProtocolError(P.E_BAD_REQUEST, str(exc), req.id) from exc
+            except OSError as exc:
+                raise P.ProtocolError(P.E_INTERNAL, f"cannot create the lease: {exc}",
+                                      req.id) from exc
         try:
             seg = self.factory.create(rec)
         except Exception as exc:
+            if lease is not None:
+                lease.remove()
             raise P.ProtocolError(P.E_INTERNAL, f"cannot create segment: {exc}", req.id) from exc
-        job = Job(rec, seg)
+        job = Job(rec, seg, lease=lease)
         self.jobs[rec.name] = job
         try:
             self.save()
         except Exception as exc:
             del self.jobs[rec.name]
             seg.close()
-            self._remove_quietly(rec)
+            self._remove_quietly(job)
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
-        log.info("registered %s (%s, weight %d, device %d)", rec.name, rec.priority,
-                 rec.weight, rec.device_index)
+        log.info("registered %s (%s, weight %d, device %d%s)", rec.name, rec.priority,
+                 rec.weight, rec.device_index, ", leased" if lease else "")
         return job
 
     def unregister(self, req: P.Unregister) -> None:
@@ -161,7 +217,7 @@ class Registry:
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req_id) from exc
         if job.seg is not None:
             job.seg.close()
-        self._remove_quietly(job.rec)
+        self._remove_quietly(job)
         log.info("unregistered %s", job.rec.name)
 
     def remove_done(self, job: Job) -> None:
@@ -171,11 +227,16 @@ class Registry:
         except P.ProtocolError as exc:
             log.error("cannot remove finished job %s: %s", job.rec.name, exc.message)
 
-    def _remove_quietly(self, rec: JobRecord) -> None:
+    def _remove_quietly(self, job: Job) -> None:
+        if job.lease is not None:
+            try:
+                job.lease.remove()
+            except OSError as exc:
+                log.warning("cannot remove lease %s: %s", job.rec.lease, exc)
         try:
-            self.factory.remove(rec)
+            self.factory.remove(job.rec)
         except Exception as exc:
-            log.warning("cannot remove segment %s: %s", rec.segment, exc)
+            log.warning("cannot remove segment %s: %s", job.rec.segment, exc)
 
     def update(self, req: P.Set) -> Job:
         job = self._get(req.name, req.id)
@@ -219,4 +280,7 @@ class Registry:
     def launch_info(self, job: Job) -> dict[str, Any]:
         env = dict(self.launch_env)
         env["TGS_SEGMENT"] = job.rec.segment
-        return {"segment": job.rec.segment, "shim": env.get("LD_PRELOAD"), "env": env}
+        out = {"segment": job.rec.segment, "shim": env.get("LD_PRELOAD"), "env": env}
+        if job.rec.lease:
+            out["lease"] = job.rec.lease
+        return out

@@ -32,6 +32,7 @@ class Engine(Protocol):
     def step(self, now: float) -> list[dict[str, Any]]: ...
     def status(self) -> dict[str, Any]: ...
     def on_change(self) -> None: ...
+    def idle(self, name: str) -> bool: ...     # no lease holder and no live process
 
 
 class Handler:
@@ -54,8 +55,11 @@ class Handler:
                 None, P.E_BAD_FRAME,
                 "a request is one payload frame, optionally after one empty delimiter")]
         envelope = identity + body[:-1]
+        req_id = None
         try:
             req = P.parse_payload(body[-1])
+            req_id = req.id
+            P.check_deadline(req, time.time_ns() // 1_000_000)
             reply = self.dispatch(req)
         except P.ProtocolError as exc:
             self.errors += 1
@@ -63,7 +67,8 @@ class Handler:
         except Exception as exc:       # a bug must not take the daemon down
             self.errors += 1
             log.exception("request failed")
-            reply = P.error_reply(None, P.E_INTERNAL, f"internal error: {type(exc).__name__}")
+            # with the id: a client waits for its own id (and would time out otherwise)
+            reply = P.error_reply(req_id, P.E_INTERNAL, f"internal error: {type(exc).__name__}")
         return envelope + [reply]
 
     def dispatch(self, req: P.Request) -> bytes:
@@ -73,9 +78,11 @@ class Handler:
             self.engine.on_change()
             return P.ok_reply(req.id, job=job.info(), **reg.launch_info(job))
         if isinstance(req, P.Unregister):
+            if req.when_idle and req.name in reg.jobs and not self.engine.idle(req.name):
+                return P.ok_reply(req.id, removed=False)     # the loop removes it when idle
             reg.unregister(req)
             self.engine.on_change()
-            return P.ok_reply(req.id)
+            return P.ok_reply(req.id, removed=True)
         if isinstance(req, P.Set):
             job = reg.update(req)
             self.engine.on_change()
@@ -88,7 +95,8 @@ class Handler:
 
     def status(self) -> dict[str, Any]:
         return {
-            "protocol": P.PROTOCOL_VERSION, "pid": os.getpid(),
+            "protocol": P.PROTOCOL_VERSION, "protocol_minor": P.PROTOCOL_MINOR,
+            "pid": os.getpid(),
             "uptime_s": round(time.time() - self.started, 3),
             "devices": [d.to_dict() for d in self.registry.devices],
             "jobs": len(self.registry.jobs),
@@ -98,28 +106,51 @@ class Handler:
 
 
 class Server:
-    def __init__(self, handler: Handler, endpoints: list[str], metrics_endpoint: str) -> None:
+    """`endpoints` are served as they are (the owner-only ipc socket); `secure_endpoints`
+    (--listen) by a second ROUTER that is a CurveZMQ server under `guard` (auth.py)."""
+
+    def __init__(self, handler: Handler, endpoints: list[str], metrics_endpoint: str,
+                 secure_endpoints: list[str] | None = None, guard: Any = None,
+                 ctx: zmq.Context | None = None) -> None:
         self.handler = handler
-        self.ctx = zmq.Context()
-        self.router = self.ctx.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.router.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_FRAME)
-        self.router.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        self.router.setsockopt(zmq.SNDHWM, 1000)
-        for ep in endpoints:
-            self.router.bind(ep)
+        self.ctx = ctx or zmq.Context()
+        self.guard = guard
+        self.router = self._router(endpoints)
+        self.routers = [self.router]
+        if secure_endpoints:
+            if guard is None:
+                raise ValueError("endpoints other than the ipc socket need CurveZMQ keys")
+            self.routers.append(self._router(secure_endpoints, guard))
         self.pub = self.ctx.socket(zmq.PUB)
         self.pub.setsockopt(zmq.LINGER, 0)
         self.pub.setsockopt(zmq.SNDHWM, 100)
         self.pub.bind(metrics_endpoint)
+        self.poller = zmq.Poller()
+        for r in self.routers:
+            self.poller.register(r, zmq.POLLIN)
         self.stopping = False
+
+    def _router(self, endpoints: list[str], guard: Any = None) -> zmq.Socket:
+        r = self.ctx.socket(zmq.ROUTER)
+        r.setsockopt(zmq.LINGER, 0)
+        r.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_FRAME)
+        r.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        r.setsockopt(zmq.SNDHWM, 1000)
+        if guard is not None:
+            guard.secure(r)
+        for ep in endpoints:
+            r.bind(ep)
+        return r
 
     def stop(self, *_: object) -> None:
         self.stopping = True
 
     def close(self) -> None:
-        self.router.close(0)
+        for r in self.routers:
+            r.close(0)
         self.pub.close(0)
+        if self.guard is not None:
+            self.guard.stop()
         self.ctx.term()
 
     def serve(self) -> None:
@@ -130,26 +161,33 @@ class Server:
             if now >= next_tick:
                 metrics = engine.step(now)
                 self._publish(metrics)
+                if self.guard is not None:
+                    self.guard.refresh()
                 # a late period is not made up for: keep the cadence from now
                 next_tick = max(next_tick + engine.period, time.monotonic())
                 continue
             wait_ms = max(0, int((next_tick - now) * 1000))
             try:
-                ready = self.router.poll(wait_ms, zmq.POLLIN)
+                ready = dict(self.poller.poll(wait_ms))
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EINTR:
                     continue
                 raise
-            for _ in range(MAX_BATCH if ready else 0):
-                try:
-                    frames = self.router.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                reply = self.handler.handle(frames)
-                try:
-                    self.router.send_multipart(reply, zmq.NOBLOCK)
-                except zmq.ZMQError as exc:   # peer gone or its queue full: drop the reply
-                    log.debug("reply dropped: %s", exc)
+            for sock in self.routers:
+                if sock in ready:
+                    self._serve_batch(sock)
+
+    def _serve_batch(self, sock: zmq.Socket) -> None:
+        for _ in range(MAX_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            reply = self.handler.handle(frames)
+            try:
+                sock.send_multipart(reply, zmq.NOBLOCK)
+            except zmq.ZMQError as exc:   # peer gone or its queue full: drop the reply
+                log.debug("reply dropped: %s", exc)
 
     def _publish(self, metrics: list[dict[str, Any]]) -> None:
         if not metrics:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from tgs.intercept.atomic_file import write_atomically
 
 STATE_VERSION = 1
 STATE_FILE = "controller.json"
+REJECTED_FILE = "controller.rejected.json"
 
 
 @dataclass
@@ -35,11 +36,7 @@ class JobRecord:
     segment: str
     created: float
     state: str = "registered"        # registered -> running -> done (-> running again)
-
-    @classmethod
-    def from_dict(cls, obj: dict[str, Any]) -> JobRecord:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in obj.items() if k in names})
+    lease: str = ""                  # tgs-run's lease file ("" : none), see registry.py
 
 
 @dataclass
@@ -49,6 +46,10 @@ class ControllerState:
 
 class StateError(Exception):
     pass
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
 
 
 def default_state_dir() -> Path:
@@ -66,22 +67,35 @@ class StateStore:
     def ensure_dir(self) -> None:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def load(self) -> ControllerState:
+    def read(self) -> list[Any]:
+        """The raw job records (each one is checked by records.check_record before use);
+        StateError when the file as a whole is unreadable."""
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
-            return ControllerState()
+            return []
         except OSError as exc:
             raise StateError(f"cannot read {self.path}: {exc}") from exc
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
             if obj.get("version") != STATE_VERSION:
-                raise ValueError(f"unsupported state version {obj.get('version')!r}")
-            jobs = [JobRecord.from_dict(j) for j in obj["jobs"]]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StateError(f"{self.path} is corrupt ({exc}); move it aside to start empty") \
-                from exc
-        return ControllerState(jobs=jobs)
+                raise ValueError(f"unsupported state version {str(obj.get('version'))[:20]!r}")
+            jobs = obj.get("jobs")
+            if not isinstance(jobs, list):
+                raise ValueError("'jobs' is not a list")
+        except (ValueError, RecursionError) as exc:
+            raise StateError(f"{self.path} is corrupt ({str(exc)[:200]}); move it aside to "
+                             "start empty") from exc
+        return jobs
+
+    def save_rejected(self, rejected: list[dict[str, Any]]) -> Path:
+        """Keep the records load() skipped (with the reasons) beside the state file."""
+        path = self.dir / REJECTED_FILE
+        data = json.dumps({"rejected": rejected}, indent=1, default=str).encode()
+        write_atomically(path, data, mode=0o600)
+        return path
 
     def save(self, state: ControllerState) -> None:
         self.ensure_dir()

@@ -10,9 +10,14 @@ from typing import NoReturn
 
 import click
 from tgs.controller import paths
+from tgs.controller.auth import KeyFileError, client_keys
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
+from .params import AsciiFloat
+
 ADDR_ENV = "TGS_CONTROLLER"
+SERVER_KEY_ENV = "TGS_SERVER_KEY"
+CLIENT_KEY_ENV = "TGS_CLIENT_KEY"
 START_HINT = "start one with `tgs-controller --foreground` (see docs/usage.md)"
 EXIT_USAGE = 2
 _NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
@@ -35,8 +40,21 @@ def endpoint_for(addr: str | None) -> str | None:
     return paths.listen_endpoint(addr)
 
 
-def make_client(addr: str | None, timeout: float) -> Client:
-    return Client(endpoint=endpoint_for(addr), timeout=timeout)
+def make_client(addr: str | None, timeout: float, server_key: str | None = None,
+                client_key: str | None = None, prog: str = "tgs") -> Client:
+    """A client for --controller ADDR; an endpoint other than an ipc socket is a CurveZMQ
+    one and needs the server's public key and our own key pair (exit 2 without them)."""
+    endpoint = endpoint_for(addr)
+    curve = None
+    if endpoint is not None and not endpoint.startswith("ipc://"):
+        if not server_key or not client_key:
+            fail(prog, f"{endpoint[:200]} needs CurveZMQ keys: --server-key (${SERVER_KEY_ENV}) "
+                       f"and --client-key (${CLIENT_KEY_ENV}), see docs/usage.md")
+        try:
+            curve = client_keys(server_key, client_key)
+        except KeyFileError as exc:
+            fail(prog, str(exc))
+    return Client(endpoint=endpoint, timeout=timeout, curve=curve)
 
 
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> NoReturn:
@@ -60,8 +78,15 @@ def job_name_from(cmd: str, suffix: str) -> str:
 
 
 def controller_options(f):  # type: ignore[no-untyped-def]
-    """--controller and --timeout, shared by tgs-run, tgsctl and tgs-inject."""
-    f = click.option("--timeout", type=click.FloatRange(0.1, 600), default=3.0,
+    """--controller, --timeout and the CurveZMQ keys, shared by tgs-run, tgsctl and
+    tgs-inject."""
+    f = click.option("--client-key", envvar=CLIENT_KEY_ENV, default=None, metavar="FILE",
+                     help="Our CurveZMQ key pair (a secret key file, mode 0600: `tgsctl "
+                          f"keygen`) for a tcp controller (${CLIENT_KEY_ENV}).")(f)
+    f = click.option("--server-key", envvar=SERVER_KEY_ENV, default=None, metavar="KEY|FILE",
+                     help="The controller's CurveZMQ public key (40 characters, or its "
+                          f"server.key file) for a tcp controller (${SERVER_KEY_ENV}).")(f)
+    f = click.option("--timeout", type=AsciiFloat(0.1, 600), default=3.0,
                      show_default=True, help="Seconds to wait for the controller.")(f)
     f = click.option("--controller", "controller", envvar=ADDR_ENV, default=None,
                      metavar="ADDR",

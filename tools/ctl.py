@@ -10,13 +10,15 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from tgs.controller.auth import write_keypair
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
 from .common import client_error, controller_options, make_client, unavailable
-from .run import device_ref
+from .params import DEVICE, JOB_NAME, WEIGHT, AsciiFloat, Group
 from .sizes import SIZE, SIZE_OR_UNLIMITED
 from .view import CLEAR, job_processes, jobs_text, status_text, top_frame
 
@@ -47,14 +49,17 @@ def _dump(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=True))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @controller_options
 @click.pass_context
-def cli(ctx: click.Context, controller: str | None, timeout: float) -> None:
+def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: str | None,
+        client_key: str | None) -> None:
     """Inspect and steer TGS jobs.
 
     Completion: eval "$(_TGSCTL_COMPLETE=bash_source tgsctl)"."""
-    ctx.obj = make_client(controller, timeout)
+    if ctx.invoked_subcommand == "keygen":
+        return
+    ctx.obj = make_client(controller, timeout, server_key, client_key, PROG)
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -71,11 +76,11 @@ def ls_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command("set")
-@click.argument("job")
+@click.argument("job", type=JOB_NAME)
 @click.option("--mem", type=SIZE_OR_UNLIMITED, default=None,
               help="New memory quota (a size, or 'unlimited').")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]), default=None)
-@click.option("--weight", type=click.IntRange(1, 1000), default=None)
+@click.option("--weight", type=WEIGHT, default=None)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
@@ -100,20 +105,20 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
 
 
 @cli.command("add")
-@click.argument("job")
+@click.argument("job", type=JOB_NAME)
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
-@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True)
+@click.option("--weight", type=WEIGHT, default=1, show_default=True)
 @click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
-@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
 @click.option("--ephemeral", is_flag=True, help="Remove the job when its last process ends.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int | None,
-            device: str, ephemeral: bool, as_json: bool) -> None:
+            device: int | str, ephemeral: bool, as_json: bool) -> None:
     """Register a job (for containers: then `tgs-inject cdi/k8s --job JOB`)."""
     reply = _call(ctx, lambda c: c.register(job, priority=priority, weight=weight,
-                                            mem_quota=mem, device=device_ref(device),
+                                            mem_quota=mem, device=device,
                                             ephemeral=ephemeral))
     if as_json:
         _dump({k: reply[k] for k in ("job", "segment", "shim", "env") if k in reply})
@@ -122,7 +127,7 @@ def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int |
 
 
 @cli.command("rm")
-@click.argument("job")
+@click.argument("job", type=JOB_NAME)
 @click.pass_context
 def rm_cmd(ctx: click.Context, job: str) -> None:
     """Unregister a job (its processes run on without limits)."""
@@ -147,7 +152,7 @@ def status_cmd(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command("top")
 @click.option("--once", is_flag=True, help="Print one frame and exit.")
-@click.option("--interval", type=click.FloatRange(0.1, 60), default=1.0, show_default=True,
+@click.option("--interval", type=AsciiFloat(0.1, 60), default=1.0, show_default=True,
               help="Seconds between frames.")
 @click.option("--color/--no-color", default=None, help="Default: when stdout is a terminal.")
 @click.pass_context
@@ -166,6 +171,24 @@ def top_cmd(ctx: click.Context, once: bool, interval: float, color: bool | None)
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("")
+
+
+@cli.command("keygen")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", type=JOB_NAME, default="client", show_default=True,
+              help="Key pair file names: NAME.key (public) and NAME.key_secret (0600).")
+def keygen_cmd(directory: Path, name: str) -> None:
+    """Create a CurveZMQ key pair for talking to a controller's --listen endpoint: copy
+    NAME.key into the controller's <state dir>/curve/authorized/, then use
+    --client-key DIRECTORY/NAME.key_secret and --server-key <its server.key or key>."""
+    try:
+        pub, sec = write_keypair(directory, name)
+    except FileExistsError as exc:
+        raise click.UsageError(f"{exc.filename} exists: not overwritten") from None
+    except OSError as exc:
+        raise click.UsageError(f"cannot write the key pair into {directory}: {exc.strerror}") \
+            from None
+    click.echo(f"public key {pub} (authorize it on the controller), secret key {sec}")
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from . import cdi, k8s
 from .common import client_error, controller_options, fail, make_client, unavailable
 from .elfver import vstr
 from .injection import InjectError, Plan, check_rootfs, make_plan
-from .run import device_ref
+from .params import DEVICE, JOB_NAME, WEIGHT, Group
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
@@ -64,15 +64,16 @@ preload_option = click.option(
          "(covers processes that reset their environment).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @controller_options
 @click.pass_context
-def cli(ctx: click.Context, controller: str | None, timeout: float) -> None:
+def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: str | None,
+        client_key: str | None) -> None:
     """Inject TGS into containers.
 
     The shim needs glibc in the container at least as new as the one it was built against
     (`tgs-inject baseline` prints it); a --rootfs is checked, images are not."""
-    ctx.obj = make_client(controller, timeout)
+    ctx.obj = make_client(controller, timeout, server_key, client_key, PROG)
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -114,12 +115,12 @@ def rootfs_of(args: list[str]) -> str | None:
 
 
 @cli.command("run", context_settings={"allow_interspersed_args": False})
-@click.option("--name", help="Job name (default: container-<random>).")
+@click.option("--name", type=JOB_NAME, help="Job name (default: container-<random>).")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
-@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True)
+@click.option("--weight", type=WEIGHT, default=1, show_default=True)
 @click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
-@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
 @sim_option
 @preload_option
 @click.option("--print", "print_only", is_flag=True,
@@ -128,17 +129,17 @@ def rootfs_of(args: list[str]) -> str | None:
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
-            mem: int | None, device: str, sim: bool | None, preload_file: bool,
+            mem: int | None, device: int | str, sim: bool | None, preload_file: bool,
             print_only: bool, cmd: tuple[str, ...]) -> None:
     """Register a job and run `docker|podman run ...` with it injected:
     tgs-inject run [OPTIONS] -- podman run [ARGS...] IMAGE [CMD...]"""
     head, rest = split_engine(cmd)
     client: Client = ctx.obj
     with Supervisor() as sup:
-        name = name or f"container-{secrets.token_hex(3)}"
+        name = name if name is not None else f"container-{secrets.token_hex(3)}"
         sim_mode = _sim_mode(client, sim)
         reply = _call(client, "register", name, priority=priority, weight=weight,
-                      mem_quota=mem, device=device_ref(device), ephemeral=True)
+                      mem_quota=mem, device=device, ephemeral=True)
         keep = print_only or any(a in DETACH for a in rest)
         code = 2
         try:
@@ -170,7 +171,7 @@ def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
 
 
 @cli.command("cdi")
-@click.option("--job", required=True, help="A registered job (tgsctl add JOB ...).")
+@click.option("--job", type=JOB_NAME, required=True, help="A registered job (tgsctl add JOB ...).")
 @click.option("--out", "out_dir", default=cdi.DEFAULT_DIR, show_default=True,
               help="Spec directory ('-': print the spec).")
 @sim_option
@@ -201,7 +202,7 @@ def cdi_cmd(ctx: click.Context, job: str, out_dir: str, sim: bool | None,
 
 
 @cli.command("k8s")
-@click.option("--job", required=True, help="A registered job (tgsctl add JOB ...).")
+@click.option("--job", type=JOB_NAME, required=True, help="A registered job (tgsctl add JOB ...).")
 @click.option("-f", "--file", "src", type=click.File("r"), default="-", show_default=True,
               help="Pod manifest, YAML or JSON ('-': stdin); written back in the same format.")
 @click.option("--container", default=None, help="Patch only this container (default: all).")
@@ -212,9 +213,9 @@ def k8s_cmd(ctx: click.Context, job: str, src: Any, container: str | None,
             sim: bool | None, preload_file: bool) -> None:
     """Patch a Pod manifest with the job's hostPath volumes, mounts and environment."""
     try:
-        pod, fmt = k8s.load(src.read())
-    except k8s.ManifestError as exc:
-        fail(PROG, str(exc))
+        pod, fmt = k8s.load(src.read(k8s.MAX_MANIFEST + 1))
+    except (k8s.ManifestError, UnicodeDecodeError) as exc:
+        fail(PROG, str(exc) if isinstance(exc, k8s.ManifestError) else "the manifest is not UTF-8")
     client: Client = ctx.obj
     plan = _plan(_job(client, job), _sim_mode(client, sim), preload_file)
     try:

@@ -10,6 +10,8 @@ import yaml
 
 from .injection import Plan
 
+MAX_MANIFEST = 4 << 20      # characters: a Pod manifest is a few KiB
+
 
 class ManifestError(Exception):
     pass
@@ -22,25 +24,55 @@ def _volume_name(i: int, container_path: str) -> str:
 
 def load(text: str) -> tuple[dict[str, Any], str]:
     """(manifest, 'json' | 'yaml')."""
+    if len(text) > MAX_MANIFEST:
+        raise ManifestError(f"the manifest is larger than {MAX_MANIFEST} characters")
     stripped = text.lstrip()
     try:
         if stripped.startswith("{"):
             return _pod(json.loads(text)), "json"
         return _pod(yaml.safe_load(text)), "yaml"
-    except (ValueError, yaml.YAMLError) as exc:
-        raise ManifestError(f"not a valid manifest: {exc}") from None
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise ManifestError(f"not a valid manifest: {msg}") from None
+
+
+def _list_of_maps(obj: Any, where: str, keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """`obj` must be absent (None), or a list of mappings whose `keys` are strings."""
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        raise ManifestError(f"{where} must be a list, not {type(obj).__name__}")
+    for i, item in enumerate(obj):
+        if not isinstance(item, dict):
+            raise ManifestError(f"{where}[{i}] must be a mapping, not {type(item).__name__}")
+        for k in keys:
+            if not isinstance(item.get(k), str):
+                raise ManifestError(f"{where}[{i}].{k} must be a string")
+    return obj
 
 
 def _pod(obj: Any) -> dict[str, Any]:
+    """Check the shape of everything patch() reads or rewrites (a ManifestError otherwise)."""
     if not isinstance(obj, dict):
         raise ManifestError("the manifest is not an object")
     kind = obj.get("kind")
     if kind != "Pod":
-        raise ManifestError(f"expected kind: Pod, got {kind!r}")
+        raise ManifestError(f"expected kind: Pod, got {str(kind)[:40]!r}")
     spec = obj.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list) \
-            or not spec["containers"]:
+    if not isinstance(spec, dict):
+        raise ManifestError("the Pod has no spec mapping")
+    containers = _list_of_maps(spec.get("containers"), "spec.containers")
+    if not containers:
         raise ManifestError("the Pod has no spec.containers")
+    _list_of_maps(spec.get("volumes"), "spec.volumes", ("name",))
+    for i, c in enumerate(containers):
+        where = f"spec.containers[{i}]"
+        if "name" in c and not isinstance(c["name"], str):
+            raise ManifestError(f"{where}.name must be a string")
+        for j, e in enumerate(_list_of_maps(c.get("env"), f"{where}.env", ("name",))):
+            if "value" in e and not isinstance(e["value"], str):
+                raise ManifestError(f"{where}.env[{j}].value must be a string")
+        _list_of_maps(c.get("volumeMounts"), f"{where}.volumeMounts", ("name", "mountPath"))
     return obj
 
 

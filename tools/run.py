@@ -8,7 +8,9 @@ import sys
 from collections.abc import Mapping
 
 import click
-from tgs.controller.client import ClientError, ControllerUnavailable
+from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.controller.lease import LeaseError
+from tgs.controller.lease import take as take_lease
 from tgs.intercept.locate import _prepend_preload, find_shim
 
 from .common import (
@@ -20,15 +22,11 @@ from .common import (
     make_client,
     unavailable,
 )
+from .params import DEVICE, JOB_NAME, WEIGHT, Command
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
 PROG = "tgs-run"
-
-
-def device_ref(text: str) -> int | str:
-    """--device: an index (digits) or a UUID."""
-    return int(text) if text.isdigit() else text
 
 
 def job_env(base: Mapping[str, str], reply_env: Mapping[str, str]) -> dict[str, str]:
@@ -53,52 +51,57 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
     return env
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"],
-                                 "allow_interspersed_args": False})
-@click.option("--name", help="Job name (default: the command's basename + a random suffix).")
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],
+                                            "allow_interspersed_args": False})
+@click.option("--name", type=JOB_NAME,
+              help="Job name (default: the command's basename + a random suffix).")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
-@click.option("--weight", type=click.IntRange(1, 1000), default=1, show_default=True,
+@click.option("--weight", type=WEIGHT, default=1, show_default=True,
               help="Share among opportunistic jobs.")
 @click.option("--mem", type=SIZE, default=None,
               help="GPU memory quota: 512MiB, 8GiB, 8G, 1.5GiB or bytes (default: unlimited).")
-@click.option("--device", default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def cli(name: str | None, priority: str, weight: int, mem: int | None, device: str,
-        standalone: bool, controller: str | None, timeout: float, cmd: tuple[str, ...]) -> None:
+def cli(name: str | None, priority: str, weight: int, mem: int | None, device: int | str,
+        standalone: bool, controller: str | None, timeout: float, server_key: str | None,
+        client_key: str | None, cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
-    The job is registered with the controller (and removed when CMD ends), CMD runs with
-    the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N when
-    signal N killed it)."""
+    The job is registered with the controller and lives exactly as long as CMD's process
+    tree (its lease, inherited by every process CMD starts; see docs/usage.md), CMD runs
+    with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
+    when signal N killed it)."""
     with Supervisor() as sup:
+        keys = (server_key, client_key)
         sys.exit(_run(sup, name, priority, weight, mem, device, standalone, controller,
-                      timeout, list(cmd)))
+                      timeout, keys, list(cmd)))
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int | None,
-         device: str, standalone: bool, controller: str | None, timeout: float,
-         cmd: list[str]) -> int:
+         device: int | str, standalone: bool, controller: str | None, timeout: float,
+         keys: tuple[str | None, str | None], cmd: list[str]) -> int:
     if standalone:
         try:
             env = standalone_env(os.environ, mem)
         except FileNotFoundError as exc:
             fail(PROG, str(exc))
         return _spawn(sup, cmd, env)
-    name = name or job_name_from(cmd[0], secrets.token_hex(2))
-    client = make_client(controller, timeout)
+    name = name if name is not None else job_name_from(cmd[0], secrets.token_hex(2))
+    client = make_client(controller, timeout, *keys, PROG)
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
-                                device=device_ref(device), ephemeral=True)
+                                device=device, ephemeral=True, lease_uid=os.geteuid())
     except ControllerUnavailable as exc:
         client.close()
         unavailable(PROG, exc, " (or use --standalone for a static quota)")
     except ClientError as exc:
         client.close()
         client_error(PROG, exc)
+    lease_fd = _take_lease(reply.get("lease"))
     try:
         early = sup.pending()
         if early is not None:                    # Ctrl-C while registering: do not start
@@ -109,15 +112,36 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int
             fail(PROG, str(exc))
         return _spawn(sup, cmd, env)
     finally:
-        try:
-            client.unregister(name)
-        except ClientError as exc:
-            if exc.code != "not_found":          # an ephemeral job may already be gone
-                click.echo(f"{PROG}: warning: unregister {name}: {exc.message}", err=True)
-        except ControllerUnavailable as exc:
-            click.echo(f"{PROG}: warning: unregister {name}: {exc}", err=True)
-        finally:
-            client.close()
+        if lease_fd is not None:
+            os.close(lease_fd)                   # processes of the tree may still hold it
+        _release(client, name, when_idle=lease_fd is not None)
+
+
+def _take_lease(path: str | None) -> int | None:
+    """Hold the job's lease with a descriptor the command's processes inherit: the job
+    lives while any of them holds it (controller/lease.py)."""
+    if not path:
+        return None
+    try:
+        return take_lease(path)
+    except (OSError, LeaseError) as exc:
+        click.echo(f"{PROG}: warning: cannot hold the job's lease ({exc}): the job ends "
+                   "with its last CUDA process", err=True)
+        return None
+
+
+def _release(client: Client, name: str, when_idle: bool) -> None:
+    """Unregister at the end; with a lease only if nothing of the tree is left (otherwise
+    the controller removes the job when the last holder or process is gone)."""
+    try:
+        client.unregister(name, when_idle=when_idle)
+    except ClientError as exc:
+        if exc.code != "not_found":          # an ephemeral job may already be gone
+            click.echo(f"{PROG}: warning: unregister {name}: {exc.message}", err=True)
+    except ControllerUnavailable as exc:
+        click.echo(f"{PROG}: warning: unregister {name}: {exc}", err=True)
+    finally:
+        client.close()
 
 
 def _spawn(sup: Supervisor, cmd: list[str], env: dict[str, str]) -> int:

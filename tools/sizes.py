@@ -1,7 +1,11 @@
 """Byte sizes on the command line: 512MiB, 8GiB, 8G, 1.5GiB, 4096 (one parser for every tool).
 
-K/M/G/T are binary multiples with or without "iB"/"B", as the shim's TGS_MEM_LIMIT
+K/M/G/T/P are binary multiples with or without "iB"/"B", as the shim's TGS_MEM_LIMIT
 parser reads them; a fraction is allowed with a unit and rounds down to a byte.
+Only ASCII is accepted: digits 0-9 (not the other Unicode digits that `str.isdigit`
+and `int()` take), the ASCII unit letters (not the Kelvin sign U+212A, which a
+case-insensitive Unicode regex matches as "k"), spaces and tabs; at most MAX_LEN
+characters, so no input can make the parser slow or raise anything but SizeError.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from typing import Any
 import click
 
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50}
-_RE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([KMGTP]?)(I?B)?\s*\Z", re.IGNORECASE)
+MAX_LEN = 40
+# no IGNORECASE, no \d, no \s: every character class is spelled out in ASCII
+_RE = re.compile(r"[ \t]*([0-9]{1,20}(?:\.[0-9]{1,20})?|\.[0-9]{1,20})[ \t]*"
+                 r"([KMGTPkmgtp]?)([iI]?[bB])?[ \t]*\Z", re.ASCII)
 MAX_SIZE = (1 << 63) - 1
 UNLIMITED_WORDS = ("unlimited", "none", "inf")
 
@@ -21,19 +28,34 @@ class SizeError(ValueError):
     pass
 
 
+def show(text: str, limit: int = MAX_LEN) -> str:
+    """An input as an error message quotes it: ASCII only (escapes show Unicode tricks),
+    cut to `limit` characters."""
+    cut = text[:limit]
+    return ascii(cut) + (f"... ({len(text)} characters)" if len(text) > limit else "")
+
+
 def parse_size(text: str) -> int:
     """Bytes for `text`; SizeError with a readable reason otherwise."""
-    m = _RE.match(text or "")
+    if not isinstance(text, str) or len(text) > MAX_LEN:
+        raise SizeError(f"{show(str(text))} is not a size: at most {MAX_LEN} characters")
+    m = _RE.match(text)
     if not m:
-        raise SizeError(f"{text!r} is not a size (examples: 512MiB, 8GiB, 8G, 1.5GiB, 4096)")
+        raise SizeError(f"{show(text)} is not a size (examples: 512MiB, 8GiB, 8G, 1.5GiB, 4096)")
     num, unit, suffix = m.group(1), m.group(2).upper(), m.group(3)
     if suffix and suffix.upper() == "IB" and not unit:
-        raise SizeError(f"{text!r} is not a size: 'iB' needs a unit (KiB, MiB, GiB, TiB)")
+        raise SizeError(f"{show(text)} is not a size: 'iB' needs a unit (KiB, MiB, GiB, TiB)")
     if "." in num and not unit:
-        raise SizeError(f"{text!r} is not a size: a fraction of a byte")
-    value = int(float(num) * (1 << _UNITS[unit])) if "." in num else int(num) << _UNITS[unit]
+        raise SizeError(f"{show(text)} is not a size: a fraction of a byte")
+    if "." in num:
+        whole, _, frac = num.partition(".")
+        # exact: (whole + frac / 10^len) * 2^unit, rounded down
+        value = (int(whole or "0") << _UNITS[unit]) + \
+            (int(frac) << _UNITS[unit]) // 10 ** len(frac)
+    else:
+        value = int(num) << _UNITS[unit]
     if value > MAX_SIZE:
-        raise SizeError(f"{text!r} is too large (at most {MAX_SIZE} bytes)")
+        raise SizeError(f"{show(text)} is too large (at most {MAX_SIZE} bytes)")
     return value
 
 
@@ -58,12 +80,14 @@ class SizeParam(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> int:
-        if isinstance(value, int):
+        if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if self.allow_unlimited and str(value).strip().lower() in UNLIMITED_WORDS:
+        text = str(value)
+        if self.allow_unlimited and len(text) <= MAX_LEN \
+                and text.strip(" \t").lower() in UNLIMITED_WORDS:
             return -1
         try:
-            return parse_size(str(value))
+            return parse_size(text)
         except SizeError as exc:
             self.fail(str(exc), param, ctx)
 

@@ -65,6 +65,11 @@ class FakeEngine:
     def on_change(self) -> None:
         self.changes += 1
 
+    def idle(self, name: str) -> bool:
+        return name not in self.busy
+
+    busy: set[str] = set()
+
 
 def make_handler(tmp: Path, factory: FakeFactory | None = None) -> Handler:
     reg = Registry(StateStore(tmp / "state"), DEVICES, tmp / "segs", factory or FakeFactory(),

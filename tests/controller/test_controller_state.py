@@ -20,21 +20,24 @@ def rec(name: str) -> JobRecord:
 
 def test_save_load_round_trip(tmp_path: Path) -> None:
     st = StateStore(tmp_path / "st")
-    assert st.load().jobs == []
+    assert st.read() == []
     st.save(ControllerState(jobs=[rec("a"), rec("b")]))
-    assert [j.name for j in st.load().jobs] == ["a", "b"]
+    assert [j["name"] for j in st.read()] == ["a", "b"]
     st.save(ControllerState(jobs=[rec("c")]))
-    assert [j.name for j in st.load().jobs] == ["c"]
+    assert [JobRecord(**j) for j in st.read()] == [rec("c")]
     assert [p.name for p in (tmp_path / "st").iterdir()] == ["controller.json"]  # no temp left
     assert (tmp_path / "st").stat().st_mode & 0o777 == 0o700
 
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"version": 99, "jobs": []}',
-                                  '{"version": 1, "jobs": [{"name": 1}]}'])
+                                  '{"version": 1, "jobs": {"name": 1}}', "\xff",
+                                  '{"version": 1, "jobs": [NaN]}'])
 def test_corrupt_state_is_a_clear_error(tmp_path: Path, text: str) -> None:
+    """A file that is not a state file at all stops the daemon (bad records are skipped:
+    test_controller_records.py)."""
     (tmp_path / "controller.json").write_text(text)
     with pytest.raises(StateError, match="controller.json"):
-        StateStore(tmp_path).load()
+        StateStore(tmp_path).read()
 
 
 def test_registry_survives_reload(tmp_path: Path) -> None:

@@ -1,0 +1,193 @@
+"""CurveZMQ for every request endpoint other than the owner-only ipc socket (issue 10, item 5).
+
+Files, under `<state dir>/curve/` (the state dir is owner-only):
+  server.key          the controller's public key (give it to clients; also in `status`)
+  server.key_secret   its secret key, mode 0600, created on first use
+  authorized/*.key    the public keys of the clients allowed on --listen endpoints
+
+A `--listen` endpoint is a CURVE server socket whose ZAP handler (pyzmq's
+ThreadAuthenticator) admits only the keys found in `authorized/`; the directory is
+re-read when it changes (checked about once a second).  An empty directory admits
+nobody: such an endpoint answers no one (fail closed).  A client without an
+authorized key cannot complete the handshake: its requests never reach the handler.
+Key files use ZeroMQ's certificate format (`tgsctl keygen` writes a client's pair).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+from zmq.auth.thread import ThreadAuthenticator
+
+log = logging.getLogger(__name__)
+CURVE_DIR = "curve"
+SERVER_NAME = "server"
+AUTHORIZED_DIR = "authorized"
+ZAP_DOMAIN = "tgs"
+KEY_LEN = 40                          # Z85 text of a 32-byte key
+REFRESH_S = 1.0
+
+
+class KeyFileError(Exception):
+    """A key file that is missing, malformed or not private enough."""
+
+
+def _z85_ok(key: bytes) -> bool:
+    if len(key) != KEY_LEN:
+        return False
+    try:
+        return len(zmq.utils.z85.decode(key)) == 32
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def write_keypair(directory: Path, name: str) -> tuple[Path, Path]:
+    """Create `name.key` (public, 0644) and `name.key_secret` (0600) in `directory`;
+    an existing pair is an error (never overwritten)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    public, secret = zmq.curve_keypair()
+    pub_path, sec_path = directory / f"{name}.key", directory / f"{name}.key_secret"
+    banner = "#   TGS CurveZMQ key ({}), ZeroMQ certificate format\n"
+    for path, body, mode in (
+            (sec_path, f'curve\n    public-key = "{public.decode()}"\n'
+                       f'    secret-key = "{secret.decode()}"\n', 0o600),
+            (pub_path, f'curve\n    public-key = "{public.decode()}"\n', 0o644)):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(banner.format("secret" if mode == 0o600 else "public") + "metadata\n" + body)
+        os.chmod(path, mode)             # whatever the umask
+    return pub_path, sec_path
+
+
+def read_key_file(path: Path, need_secret: bool) -> tuple[bytes, bytes | None]:
+    """(public, secret) from a certificate file; a secret one must be private (0600)."""
+    try:
+        st = os.stat(path)
+        text = Path(path).read_bytes()[:4096]
+    except OSError as exc:
+        raise KeyFileError(f"cannot read key file {path}: {exc.strerror}") from None
+    public = secret = None
+    for line in text.splitlines():
+        line = line.strip()
+        for tag in (b"public-key", b"secret-key"):
+            if line.startswith(tag) and b"=" in line:
+                val = line.split(b"=", 1)[1].strip(b" \t'\"")
+                if tag == b"public-key":
+                    public = val
+                else:
+                    secret = val
+    if public is None or not _z85_ok(public):
+        raise KeyFileError(f"{path}: no valid public-key")
+    if need_secret:
+        if secret is None or not _z85_ok(secret):
+            raise KeyFileError(f"{path}: no valid secret-key")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise KeyFileError(f"{path}: a secret key file must be private (chmod 600)")
+    return public, secret
+
+
+def parse_public_key(spec: str) -> bytes:
+    """A public key given on the command line: 40 Z85 characters, or a key file."""
+    raw = spec.encode("ascii", "replace")
+    if _z85_ok(raw):
+        return raw
+    return read_key_file(Path(spec), need_secret=False)[0]
+
+
+@dataclass(frozen=True)
+class ClientKeys:
+    """What a client needs for a CURVE endpoint."""
+
+    server_public: bytes
+    public: bytes
+    secret: bytes
+
+    def apply(self, sock: zmq.Socket) -> None:
+        sock.curve_serverkey = self.server_public
+        sock.curve_publickey = self.public
+        sock.curve_secretkey = self.secret
+
+
+def client_keys(server_key: str, client_key: str) -> ClientKeys:
+    public, secret = read_key_file(Path(client_key), need_secret=True)
+    assert secret is not None
+    return ClientKeys(parse_public_key(server_key), public, secret)
+
+
+class CurveGuard:
+    """The controller's keys and the ZAP handler of its CURVE endpoints."""
+
+    def __init__(self, ctx: zmq.Context, state_dir: Path) -> None:
+        self.dir = Path(state_dir) / CURVE_DIR
+        self.authorized = self.dir / AUTHORIZED_DIR
+        sec = self.dir / f"{SERVER_NAME}.key_secret"
+        if not sec.exists():
+            write_keypair(self.dir, SERVER_NAME)
+            log.info("created the controller's CurveZMQ key pair in %s", self.dir)
+        self.public, secret = read_key_file(sec, need_secret=True)
+        assert secret is not None
+        self._secret = secret
+        self.authorized.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._check_dir(self.authorized)
+        self.keys: set[bytes] = set()
+        self._stamp: tuple[int, int] | None = None
+        self._next = 0.0
+        self.auth = ThreadAuthenticator(ctx, log=logging.getLogger(__name__ + ".zap"))
+        self.auth.start()
+        self.auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=self)
+        self.refresh(force=True)
+
+    @staticmethod
+    def _check_dir(path: Path) -> None:
+        st = path.stat()
+        if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o022:
+            raise KeyFileError(f"{path} must belong to the controller's user and be writable by "
+                            "it alone")
+
+    def callback(self, domain: str, key: bytes) -> bool:     # ZAP thread
+        return domain == ZAP_DOMAIN and key in self.keys
+
+    def secure(self, sock: zmq.Socket) -> None:
+        """Make `sock` (not yet bound) a CURVE server under this guard."""
+        sock.curve_server = True
+        sock.curve_publickey = self.public
+        sock.curve_secretkey = self._secret
+        sock.zap_domain = ZAP_DOMAIN.encode()
+
+    def refresh(self, force: bool = False) -> None:
+        """Re-read authorized/ when it changed (cheap: one stat per REFRESH_S)."""
+        now = time.monotonic()
+        if not force and now < self._next:
+            return
+        self._next = now + REFRESH_S
+        try:
+            st = self.authorized.stat()
+        except OSError as exc:
+            log.error("authorized keys: %s: nobody is admitted", exc)
+            self.keys = set()
+            return
+        stamp = (st.st_mtime_ns, st.st_ino)
+        if stamp == self._stamp and not force:
+            return
+        self._stamp = stamp
+        keys = set()
+        for path in sorted(self.authorized.glob("*.key")):
+            try:
+                keys.add(read_key_file(path, need_secret=False)[0])
+            except KeyFileError as exc:
+                log.error("authorized keys: %s: skipped", exc)
+        self.keys = keys                    # one assignment: the ZAP thread sees old or new
+        log.info("%d authorized client key(s) in %s", len(keys), self.authorized)
+        if not keys:
+            log.warning("no authorized client key in %s: the --listen endpoints admit nobody "
+                        "(add one: tgsctl keygen, docs/usage.md)", self.authorized)
+
+    def stop(self) -> None:
+        self.auth.stop()

@@ -1,0 +1,136 @@
+"""Strict command-line input for every tool: ASCII numbers, job names, device references,
+and commands whose usage errors are one line on stderr with exit status 2.
+
+click's INT/FLOAT types go through `int()`/`float()`, which accept every Unicode digit
+("١٢" is 12) and arbitrarily long digit strings (a 5000-digit int raises ValueError on
+Python >= 3.11); these types accept ASCII digits only, with a bounded length.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import click
+from tgs.controller.protocol import MAX_WEIGHT, NAME_RE, UUID_RE
+
+from .sizes import show
+
+EXIT_USAGE = 2
+_INT_RE = re.compile(r"[0-9]{1,12}\Z", re.ASCII)
+_FLOAT_RE = re.compile(r"(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})\Z", re.ASCII)
+MAX_DEVICES = 64
+
+
+class AsciiInt(click.ParamType):
+    """An integer in [lo, hi] written with ASCII digits only."""
+
+    name = "integer"
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        elif isinstance(value, str) and _INT_RE.match(value):
+            n = int(value)
+        else:
+            self.fail(f"{show(str(value))} is not an integer (ASCII digits 0-9)", param, ctx)
+        if not self.lo <= n <= self.hi:
+            self.fail(f"{n} is not in [{self.lo}, {self.hi}]", param, ctx)
+        return n
+
+
+class AsciiFloat(click.ParamType):
+    """A decimal number in [lo, hi] written with ASCII digits and at most one point."""
+
+    name = "number"
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            x = float(value)
+        elif isinstance(value, str) and _FLOAT_RE.match(value):
+            x = float(value)
+        else:
+            self.fail(f"{show(str(value))} is not a number (ASCII digits, one '.')", param, ctx)
+        if not self.lo <= x <= self.hi:
+            self.fail(f"{x:g} is not in [{self.lo:g}, {self.hi:g}]", param, ctx)
+        return x
+
+
+class JobName(click.ParamType):
+    """A job name: 1-63 of [A-Za-z0-9._-], starting with a letter or digit."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        if not isinstance(value, str) or not NAME_RE.match(value):
+            self.fail(f"{show(str(value), 70)} is not a job name (1-63 of A-Z a-z 0-9 . _ -, "
+                      "starting with a letter or a digit)", param, ctx)
+        return value
+
+
+class DeviceRef(click.ParamType):
+    """A device: an index (ASCII digits, 0-63) or a UUID (GPU-...)."""
+
+    name = "IDX|UUID"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | str:
+        text = str(value)
+        if _INT_RE.match(text):
+            n = int(text)
+            if n < MAX_DEVICES:
+                return n
+            self.fail(f"device index {n} is out of range (0-{MAX_DEVICES - 1})", param, ctx)
+        if UUID_RE.match(text) and not text.isdigit():
+            return text
+        self.fail(f"{show(text, 60)} is neither a device index nor a device UUID", param, ctx)
+
+
+WEIGHT = AsciiInt(1, MAX_WEIGHT)
+JOB_NAME = JobName()
+DEVICE = DeviceRef()
+
+
+def _one_line(prog: str, exc: click.ClickException) -> None:
+    msg = " ".join(exc.format_message().split())
+    click.echo(f"{prog}: error: {msg}", err=True)
+
+
+class _OneLineMain:
+    """click's main() with usage errors as one line: `PROG: error: MESSAGE`, exit 2
+    (other ClickExceptions keep their own exit status, 1)."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        base = super()
+        if not standalone_mode:
+            return base.main(args, prog_name, complete_var, False, **extra)  # type: ignore[misc]
+        prog = prog_name or getattr(self, "name", None) or "tgs"
+        try:
+            rv = base.main(args, prog_name, complete_var, False, **extra)  # type: ignore[misc]
+        except click.ClickException as exc:
+            _one_line(prog, exc)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo(f"{prog}: aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+class Command(_OneLineMain, click.Command):
+    pass
+
+
+class Group(_OneLineMain, click.Group):
+    pass

@@ -1,0 +1,180 @@
+"""One measured attack: a quiet control window, then the attack window, on the running stage.
+
+Throughput comes from the victims' progress lines (CLOCK_MONOTONIC stamps), so both windows are
+read after the fact from one uninterrupted run of each victim.  A probe thread asks the
+controller for its status every PROBE_S (timeout STATUS_TIMEOUT_S) through both windows.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hostile_stage import Stage, describe_exit
+
+SETTLE_S = 0.4            # after the previous attack's files were restored
+CONTROL_S = 1.5
+ATTACK_S = 2.0
+PROBE_S = 0.25
+STATUS_TIMEOUT_S = 2.0
+MAX_SILENCE_S = 1.5       # the controller must answer at least this often (1 s + probe slack)
+MIN_RATIO = 0.8           # each victim keeps this share of its control throughput
+
+
+class Probe:
+    """Status calls to the controller from a thread: (sent, answered or None) pairs."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+        self.calls: list[tuple[float, float | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from tgs.controller.client import ControllerUnavailable
+        with self.stage.client(STATUS_TIMEOUT_S) as c:
+            while not self._stop.is_set():
+                t = time.monotonic()
+                try:
+                    c.status()
+                    self.calls.append((t, time.monotonic()))
+                except ControllerUnavailable:
+                    self.calls.append((t, None))
+                self._stop.wait(max(0.0, PROBE_S - (time.monotonic() - t)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(STATUS_TIMEOUT_S + 5)
+
+    def verdict(self, t0: float, t1: float) -> tuple[int, float, float]:
+        """(calls that timed out, longest time without an answer, slowest answer) in [t0, t1]."""
+        calls = [c for c in self.calls if t0 <= c[0] <= t1]
+        failed = sum(1 for _, r in calls if r is None)
+        answers = sorted(r for _, r in calls if r is not None)
+        marks = [t0] + [a for a in answers if a <= t1] + [t1]
+        silence = max(b - a for a, b in zip(marks, marks[1:]))
+        slowest = max((r - s for s, r in calls if r is not None), default=0.0)
+        return failed, silence, slowest
+
+
+def snapshot(paths: list[str]) -> dict[str, bytes]:
+    out = {}
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                out[p] = f.read()
+        except OSError:
+            continue
+    return out
+
+
+def restore(snap: dict[str, bytes]) -> None:
+    """Put the attacker's files back as they were (what the tenant itself could do)."""
+    for p, data in snap.items():
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class Outcome:
+    attack: str
+    attacker: str
+    target: str
+    prod: tuple[float, float] = (0.0, 0.0)        # it/s in (control, attack)
+    opp: tuple[float, float] = (0.0, 0.0)
+    deaths: list[str] = field(default_factory=list)
+    failed_calls: int = 0
+    silence_s: float = 0.0
+    slowest_s: float = 0.0
+    opp_entitled: bool = False     # a production attacker may legitimately hold opp back
+    note: str = ""
+    skipped: str = ""
+
+    @staticmethod
+    def _ratio(pair: tuple[float, float]) -> float:
+        return pair[1] / pair[0] if pair[0] > 0 else 0.0
+
+    def problems(self) -> list[str]:
+        if self.skipped:
+            return []
+        out = list(self.deaths)
+        if self._ratio(self.prod) < MIN_RATIO:
+            out.append(f"production victim at {self._ratio(self.prod):.2f} of its control")
+        if self._ratio(self.opp) < MIN_RATIO and not self.opp_entitled:
+            out.append(f"opportunistic victim at {self._ratio(self.opp):.2f} of its control")
+        if self.failed_calls:
+            out.append(f"{self.failed_calls} status call(s) timed out ({STATUS_TIMEOUT_S} s)")
+        if self.silence_s > MAX_SILENCE_S:
+            out.append(f"controller silent for {self.silence_s:.1f} s")
+        return out
+
+    def row(self) -> str:
+        if self.skipped:
+            verdict = f"not expressible: {self.skipped}"
+        else:
+            verdict = "; ".join(self.problems()) or "unaffected"
+        return (f"{self.attacker:8s} {self.attack:24s} {self.target:28s} "
+                f"prod {self._ratio(self.prod):.2f} ({self.prod[0]:.0f}->{self.prod[1]:.0f}) "
+                f"opp {self._ratio(self.opp):.2f} ({self.opp[0]:.0f}->{self.opp[1]:.0f}) "
+                f"silence {self.silence_s:.1f}s | {verdict}"
+                + (f" | {self.note}" if self.note else ""))
+
+
+def _deaths(stage: Stage) -> list[str]:
+    out = []
+    if stage.ctl is None or stage.ctl.poll() is not None:
+        out.append("controller " + describe_exit(stage.ctl.poll() if stage.ctl else None))
+    for name, r in stage.victims.items():
+        if not r.alive():
+            out.append(f"victim {name} {describe_exit(r.proc.poll())}")
+    return out
+
+
+def attack_window(stage: Stage, attacker: str, attack: str, target: str,
+                  cmd: dict[str, Any], rw: list[str], opp_entitled: bool = False) -> Outcome:
+    """Control window, then the tenant's command for ATTACK_S, then stop and restore."""
+    out = Outcome(attack, attacker, target, opp_entitled=opp_entitled)
+    snap = snapshot(rw)
+    time.sleep(SETTLE_S)
+    probe = Probe(stage)
+    t0 = time.monotonic()
+    time.sleep(CONTROL_S)
+    t1 = time.monotonic()
+    tenant = stage.tenants[attacker]
+    try:
+        reply = tenant.send(cmd)
+        ta = time.monotonic()
+        if not reply.get("ok"):
+            out.skipped = str(reply.get("error"))
+        else:
+            out.note = ", ".join(reply.get("fields", []))
+            time.sleep(ATTACK_S)
+        tb = time.monotonic()
+        tenant.send({"op": "stop"})
+    finally:
+        restore(snap)
+        probe.stop()
+    if out.skipped:
+        return out
+    time.sleep(2.5 * stage_report_s())
+    out.prod = (stage.victims["prod"].rate(t0, t1), stage.victims["prod"].rate(ta, tb))
+    out.opp = (stage.victims["opp"].rate(t0, t1), stage.victims["opp"].rate(ta, tb))
+    out.deaths = _deaths(stage)
+    out.failed_calls, out.silence_s, out.slowest_s = probe.verdict(ta, tb)
+    return out
+
+
+def stage_report_s() -> float:
+    from hostile_stage import REPORT_MS
+    return REPORT_MS / 1000.0

@@ -22,7 +22,8 @@ from typing import Any
 
 from tgs.intercept._header import const, ffi, find_header
 
-_MAGIC_RE = re.compile(r"struct\s+(\w+)\s*\{\s*uint64_t\s+magic;\s*/\*\s*(TGS_\w+)\s*\*/")
+_MAGIC_RE = re.compile(
+    r"struct\s+(\w+)\s*\{\s*(?:/\*(?:[^*]|\*(?!/))*\*/\s*)*uint64_t\s+magic;\s*/\*\s*(TGS_\w+)\s*\*/")
 _CONST_RE = re.compile(r"#define\s+(TGS_\w*MAGIC\w*)\s")
 
 

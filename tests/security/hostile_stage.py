@@ -117,6 +117,29 @@ class Runner:
         return kill_proc(self.proc, signal.SIGTERM)
 
 
+class IdleProcess:
+    """hostile_idle.py in a job: a live process with a slot and no work."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "hostile_idle.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env)
+        assert self.proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            line = self.proc.stdout.readline() if sel.select(20) else b""
+        if line.strip() != b"ready":
+            kill_proc(self.proc)
+            raise RuntimeError(f"idle process did not start: {line!r}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def close(self) -> None:
+        kill_proc(self.proc)
+
+
 class Tenant:
     """A hostile tenant process for one attacker job (commands over stdin, JSON lines)."""
 

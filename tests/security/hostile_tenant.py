@@ -7,10 +7,10 @@ starts one attack and answers one JSON line once the attack is in place; ``stop`
 step) so that the attacker's CPU use does not itself slow the victims on a small machine.
 
 Commands: {"op": OP, "rw": [paths], "ro": [paths], ...}
-  truncate      loop: ftruncate every rw file to 0, then to half its size
-  scribble      loop: overwrite every byte of every rw file with 0xFF, then with random bytes
-  ofd_locks     OFD lock on every byte of every file (write on rw files, read on ro files)
-                and flock (exclusive on rw, shared on ro); held until stop
+  corrupt       loop over every rw file: ftruncate to 0, to half its size, overwrite every
+                byte with 0xFF, with random bytes (truncate / scribble: the first / last two)
+  ofd_locks     OFD lock on every byte of every file that nobody else holds (write on rw
+                files, read on ro files) and flock (exclusive on rw, shared on ro); held
   posix_locks   the same with classic (process-owned) fcntl locks
   read_locks    OFD and classic read locks and shared flocks on every byte of every ro file
   noop          nothing (a quiet window measured like an attack)
@@ -22,6 +22,7 @@ Commands: {"op": OP, "rw": [paths], "ro": [paths], ...}
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import mmap
@@ -37,11 +38,6 @@ from hostile_fields import FieldRef, find_fields, first_field, read_field
 F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
 PACE_S = 0.02
 SET_PACE_S = 0.002
-
-
-def _flock(kind: int) -> bytes:
-    # struct flock (LP64): l_type, l_whence, l_start, l_len, l_pid; len 0 = every byte
-    return struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 0, 0)
 
 
 class Attack:
@@ -91,44 +87,60 @@ class Attack:
         return {"ok": True, "steps": self.steps, "errors": self.errors}
 
 
-def truncate(a: Attack, rw: list[str]) -> dict[str, Any]:
+def corrupt(a: Attack, rw: list[str], steps: tuple[str, ...]) -> dict[str, Any]:
+    """Cycle through the steps on every file: truncate to 0 / to half, fill 0xFF / random."""
     files = [(fd, os.fstat(fd).st_size) for fd in (a.open(p, True) for p in rw) if fd is not None]
     phase = [0]
 
     def step() -> None:
+        what = steps[phase[0] % len(steps)]
         for fd, size in files:
-            os.ftruncate(fd, 0 if phase[0] % 2 == 0 else size // 2)
+            if what == "trunc0":
+                os.ftruncate(fd, 0)
+            elif what == "trunc_half":
+                os.ftruncate(fd, size // 2)
+            else:
+                os.pwrite(fd, b"\xff" * size if what == "ff" else os.urandom(size), 0)
         phase[0] += 1
     a.loop(step, PACE_S)
     return {"ok": True, "files": len(files)}
 
 
-def scribble(a: Attack, rw: list[str]) -> dict[str, Any]:
-    files = [(fd, os.fstat(fd).st_size) for fd in (a.open(p, True) for p in rw) if fd is not None]
-    phase = [0]
+CORRUPT_STEPS = {"truncate": ("trunc0", "trunc_half"), "scribble": ("ff", "random"),
+                 "corrupt": ("trunc0", "trunc_half", "ff", "random")}
 
-    def step() -> None:
-        for fd, size in files:
-            data = b"\xff" * size if phase[0] % 2 == 0 else os.urandom(size)
-            os.pwrite(fd, data, 0)
-        phase[0] += 1
-    a.loop(step, PACE_S)
-    return {"ok": True, "files": len(files)}
+
+def _lock_range(fd: int, cmd: int, kind: int, start: int, length: int) -> int:
+    """Lock [start, start+length) (length 0: to the end of any size), splitting around bytes
+    someone else holds; the number of lock calls that succeeded."""
+    try:
+        fcntl.fcntl(fd, cmd, struct.pack("hhqqi4x", kind, os.SEEK_SET, start, length, 0))
+        return 1
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES) or length == 1:
+            return 0
+    if length == 0:
+        return 0
+    half = length // 2
+    return (_lock_range(fd, cmd, kind, start, half)
+            + _lock_range(fd, cmd, kind, start + half, length - half))
 
 
 def locks(a: Attack, rw: list[str], ro: list[str], ofd: bool) -> dict[str, Any]:
+    """Every byte (beyond the end too) that nobody else holds, plus flock."""
     held: list[str] = []
+    cmd = F_OFD_SETLK if ofd else fcntl.F_SETLK
     for paths, writable in ((rw, True), (ro, False)):
         for p in paths:
             fd = a.open(p, writable)
             if fd is None:
                 continue
             kind = fcntl.F_WRLCK if writable else fcntl.F_RDLCK
-            try:
-                fcntl.fcntl(fd, F_OFD_SETLK if ofd else fcntl.F_SETLK, _flock(kind))
-                held.append(f"{'ofd' if ofd else 'posix'}-{'w' if writable else 'r'} {p}")
-            except OSError as exc:
-                a.errors.append(f"lock {p}: {exc.strerror}")
+            size = os.fstat(fd).st_size
+            n = _lock_range(fd, cmd, kind, 0, 0)
+            if n == 0:
+                n = _lock_range(fd, cmd, kind, 0, size) + _lock_range(fd, cmd, kind, size, 0)
+            held.append(f"{'ofd' if ofd else 'posix'}-{'w' if writable else 'r'} x{n} {p}")
             try:
                 fcntl.flock(fd, (fcntl.LOCK_EX if writable else fcntl.LOCK_SH) | fcntl.LOCK_NB)
                 held.append(f"flock-{'ex' if writable else 'sh'} {p}")
@@ -186,10 +198,8 @@ def main() -> None:
         if attack is not None:
             attack.end()
         attack = Attack()
-        if op == "truncate":
-            reply = truncate(attack, rw)
-        elif op == "scribble":
-            reply = scribble(attack, rw)
+        if op in CORRUPT_STEPS:
+            reply = corrupt(attack, rw, CORRUPT_STEPS[op])
         elif op in ("ofd_locks", "posix_locks"):
             reply = locks(attack, rw, ro, op == "ofd_locks")
         elif op == "read_locks":

@@ -10,14 +10,15 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hostile_stage import Stage, describe_exit
 
-SETTLE_S = 0.4            # after the previous attack's files were restored
+SETTLE_S = 0.3            # after the previous attack's files were restored
 CONTROL_S = 1.5
-ATTACK_S = 2.0
+ATTACK_S = 1.8
 PROBE_S = 0.25
 STATUS_TIMEOUT_S = 2.0
 MAX_SILENCE_S = 1.5       # the controller must answer at least this often (1 s + probe slack)
@@ -105,6 +106,9 @@ class Outcome:
     def _ratio(pair: tuple[float, float]) -> float:
         return pair[1] / pair[0] if pair[0] > 0 else 0.0
 
+    def ratio(self, victim: str) -> float:
+        return self._ratio(self.prod if victim == "prod" else self.opp)
+
     def problems(self) -> list[str]:
         if self.skipped:
             return []
@@ -141,10 +145,30 @@ def _deaths(stage: Stage) -> list[str]:
     return out
 
 
+def measure(stage: Stage, attacker: str, attack: str, target: str, cmd: dict[str, Any],
+            rw: list[str], opp_entitled: bool = False,
+            around: Callable[[], Callable[[], None]] | None = None) -> Outcome:
+    """attack_window, once more when the only problem was a victim's throughput: the victims
+    have short stalls of their own (a few tenths of a second every ~10 s on the simulator), an
+    attack that harms them does it again.  The retry's outcome counts; the note keeps both."""
+    out = attack_window(stage, attacker, attack, target, cmd, rw, opp_entitled, around)
+    if out.problems() and not (out.deaths or out.failed_calls
+                               or out.silence_s > MAX_SILENCE_S):
+        first = out
+        out = attack_window(stage, attacker, attack, target, cmd, rw, opp_entitled, around)
+        out.note = (f"retried (first: prod {first.ratio('prod'):.2f}, "
+                    f"opp {first.ratio('opp'):.2f})" + (f"; {out.note}" if out.note else ""))
+    return out
+
+
 def attack_window(stage: Stage, attacker: str, attack: str, target: str,
-                  cmd: dict[str, Any], rw: list[str], opp_entitled: bool = False) -> Outcome:
-    """Control window, then the tenant's command for ATTACK_S, then stop and restore."""
+                  cmd: dict[str, Any], rw: list[str], opp_entitled: bool = False,
+                  around: Callable[[], Callable[[], None]] | None = None) -> Outcome:
+    """Control window, then the tenant's command for ATTACK_S, then stop and restore.
+    ``around()`` runs before the control window and returns what to run once the attack is
+    in place (e.g. start an attacker process, then kill it)."""
     out = Outcome(attack, attacker, target, opp_entitled=opp_entitled)
+    then = around() if around is not None else None
     snap = snapshot(rw)
     time.sleep(SETTLE_S)
     probe = Probe(stage)
@@ -154,6 +178,8 @@ def attack_window(stage: Stage, attacker: str, attack: str, target: str,
     tenant = stage.tenants[attacker]
     try:
         reply = tenant.send(cmd)
+        if then is not None:
+            then()
         ta = time.monotonic()
         if not reply.get("ok"):
             out.skipped = str(reply.get("error"))

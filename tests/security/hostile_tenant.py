@@ -14,7 +14,7 @@ Commands: {"op": OP, "rw": [paths], "ro": [paths], ...}
   posix_locks   the same with classic (process-owned) fcntl locks
   read_locks    OFD and classic read locks and shared flocks on every byte of every ro file
   noop          nothing (a quiet window measured like an attack)
-  set           loop: write fields by name in the rw files:
+  set           loop (every 0.5 ms): write fields by name in the rw files:
                 "set": [[[name, alternative...], value], ...]; value is an int, "now"
                 (CLOCK_MONOTONIC ns) or "busy_seq+1" (the largest busy_seq any file shows, +1)
   stop, exit
@@ -37,7 +37,7 @@ from hostile_fields import FieldRef, find_fields, first_field, read_field
 
 F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
 PACE_S = 0.02
-SET_PACE_S = 0.002
+SET_PACE_S = 0.0005
 
 
 class Attack:

@@ -22,7 +22,9 @@ ATTACK_S = 1.8
 PROBE_S = 0.25
 STATUS_TIMEOUT_S = 2.0
 MAX_SILENCE_S = 1.5       # the controller must answer at least this often (1 s + probe slack)
-MIN_RATIO = 0.8           # each victim keeps this share of its control throughput
+# each victim keeps this share of its control throughput: production's own noise between two
+# adjacent windows is a few %, the opportunistic victim's is larger (FIT, gap sharing)
+MIN_RATIO = {"prod": 0.9, "opp": 0.8}
 
 
 class Probe:
@@ -113,9 +115,9 @@ class Outcome:
         if self.skipped:
             return []
         out = list(self.deaths)
-        if self._ratio(self.prod) < MIN_RATIO:
+        if self._ratio(self.prod) < MIN_RATIO["prod"]:
             out.append(f"production victim at {self._ratio(self.prod):.2f} of its control")
-        if self._ratio(self.opp) < MIN_RATIO and not self.opp_entitled:
+        if self._ratio(self.opp) < MIN_RATIO["opp"] and not self.opp_entitled:
             out.append(f"opportunistic victim at {self._ratio(self.opp):.2f} of its control")
         if self.failed_calls:
             out.append(f"{self.failed_calls} status call(s) timed out ({STATUS_TIMEOUT_S} s)")

@@ -2,23 +2,25 @@
 
 Throughput comes from the victims' progress lines (CLOCK_MONOTONIC stamps), so both windows are
 read after the fact from one uninterrupted run of each victim.  A probe thread asks the
-controller for its status every PROBE_S (timeout STATUS_TIMEOUT_S) through both windows.
+controller for its status every PROBE_S (timeout STATUS_TIMEOUT_S) through both windows, and the
+real `tgsctl status` runs once in each window.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostile_stage import Stage, describe_exit
+from hostile_stage import BIN, Stage, describe_exit
 
-SETTLE_S = 0.3            # after the previous attack's files were restored
-CONTROL_S = 1.5
-ATTACK_S = 1.8
+SETTLE_S = 0.2            # after the previous attack's files were restored
+CONTROL_S = 1.3
+ATTACK_S = 1.7
 PROBE_S = 0.25
 STATUS_TIMEOUT_S = 2.0
 MAX_SILENCE_S = 1.5       # the controller must answer at least this often (1 s + probe slack)
@@ -64,6 +66,29 @@ class Probe:
         return failed, silence, slowest
 
 
+def tgsctl_status(stage: Stage) -> tuple[int, float]:
+    """The real CLI: `tgsctl --timeout 2 status` (exit status, seconds it took)."""
+    t = time.monotonic()
+    try:
+        r = subprocess.run([str(BIN / "tgsctl"), "--controller", str(stage.runtime),
+                            "--timeout", str(STATUS_TIMEOUT_S), "status"],
+                           capture_output=True, timeout=STATUS_TIMEOUT_S + 10, env=stage.env)
+        rc = r.returncode
+    except subprocess.TimeoutExpired:
+        rc = -1
+    return rc, time.monotonic() - t
+
+
+def _window(stage: Stage, seconds: float) -> tuple[int, float]:
+    """Sleep through a window, with one tgsctl status call in its middle (in both windows, so
+    its CPU cost is the same in the control and the attack)."""
+    end = time.monotonic() + seconds
+    time.sleep(seconds / 3)
+    out = tgsctl_status(stage)
+    time.sleep(max(0.0, end - time.monotonic()))
+    return out
+
+
 def snapshot(paths: list[str]) -> dict[str, bytes]:
     out = {}
     for p in paths:
@@ -100,6 +125,8 @@ class Outcome:
     failed_calls: int = 0
     silence_s: float = 0.0
     slowest_s: float = 0.0
+    cli_rc: int = 0               # `tgsctl status` in the attack window: exit status, seconds
+    cli_s: float = 0.0
     opp_entitled: bool = False     # a production attacker may legitimately hold opp back
     note: str = ""
     skipped: str = ""
@@ -121,6 +148,8 @@ class Outcome:
             out.append(f"opportunistic victim at {self._ratio(self.opp):.2f} of its control")
         if self.failed_calls:
             out.append(f"{self.failed_calls} status call(s) timed out ({STATUS_TIMEOUT_S} s)")
+        if self.cli_rc != 0:
+            out.append(f"tgsctl status exited {self.cli_rc} after {self.cli_s:.1f} s")
         if self.silence_s > MAX_SILENCE_S:
             out.append(f"controller silent for {self.silence_s:.1f} s")
         return out
@@ -154,7 +183,7 @@ def measure(stage: Stage, attacker: str, attack: str, target: str, cmd: dict[str
     have short stalls of their own (a few tenths of a second every ~10 s on the simulator), an
     attack that harms them does it again.  The retry's outcome counts; the note keeps both."""
     out = attack_window(stage, attacker, attack, target, cmd, rw, opp_entitled, around)
-    if out.problems() and not (out.deaths or out.failed_calls
+    if out.problems() and not (out.deaths or out.failed_calls or out.cli_rc
                                or out.silence_s > MAX_SILENCE_S):
         first = out
         out = attack_window(stage, attacker, attack, target, cmd, rw, opp_entitled, around)
@@ -175,7 +204,7 @@ def attack_window(stage: Stage, attacker: str, attack: str, target: str,
     time.sleep(SETTLE_S)
     probe = Probe(stage)
     t0 = time.monotonic()
-    time.sleep(CONTROL_S)
+    _window(stage, CONTROL_S)
     t1 = time.monotonic()
     tenant = stage.tenants[attacker]
     try:
@@ -187,7 +216,7 @@ def attack_window(stage: Stage, attacker: str, attack: str, target: str,
             out.skipped = str(reply.get("error"))
         else:
             out.note = ", ".join(reply.get("fields", []))
-            time.sleep(ATTACK_S)
+            out.cli_rc, out.cli_s = _window(stage, ATTACK_S)
         tb = time.monotonic()
         tenant.send({"op": "stop"})
     finally:

@@ -27,17 +27,39 @@ _MAGIC_RE = re.compile(
 _CONST_RE = re.compile(r"#define\s+(TGS_\w*MAGIC\w*)\s")
 
 
+def walk(ctype: str, base: int = 0) -> Iterator[tuple[str, int, Any]]:
+    """Every scalar field of a struct, depth first: (name, offset, cffi type); nested structs
+    and arrays of structs are descended into (so a field is found wherever the layout nests it).
+    """
+    f = ffi()
+    for name, fld in ffi().typeof(ctype).fields or []:
+        t, off = fld.type, base + fld.offset
+        if t.kind == "struct":
+            yield from walk(t.cname, off)
+        elif t.kind == "array" and t.item.kind == "struct":
+            for k in range(t.length):
+                yield from walk(t.item.cname, off + k * f.sizeof(t.item))
+        else:
+            yield name, off, t
+
+
+def _starts_with_magic(ctype: str) -> bool:
+    first = next(walk(ctype), None)
+    return first is not None and first[0] == "magic" and first[1] == 0
+
+
 @lru_cache(maxsize=1)
 def magic_table() -> dict[int, str]:
     """Magic value -> the struct type that starts a file with it."""
     text = find_header().read_text()
+    structs = [f"struct {n}" for n in ffi().list_types()[1]]
+    tops = [s for s in structs if _starts_with_magic(s)]
     out: dict[int, str] = {}
     for m in _MAGIC_RE.finditer(text):
         try:
             out[const(m.group(2))] = f"struct {m.group(1)}"
         except (AttributeError, TypeError):
             continue
-    structs = [f"struct {n}" for n in ffi().list_types()[1]]
     for name in _CONST_RE.findall(text):         # a magic whose struct the comments do not name
         try:
             value = const(name)
@@ -46,22 +68,10 @@ def magic_table() -> dict[int, str]:
         if value in out:
             continue
         token = name[len("TGS_"):-len("_MAGIC")].lower() if name.endswith("_MAGIC") else ""
-        cands = [s for s in structs if _has_field(s, "magic") and token and token in s]
+        cands = [s for s in tops if token and token in s]
         if len(cands) == 1:
             out[value] = cands[0]
     return out
-
-
-def _fields(ctype: str) -> dict[str, Any]:
-    t = ffi().typeof(ctype)
-    return dict(t.fields or [])
-
-
-def _has_field(ctype: str, name: str) -> bool:
-    try:
-        return name in _fields(ctype)
-    except Exception:
-        return False
 
 
 def file_struct(path: str) -> str | None:
@@ -91,8 +101,10 @@ class FieldRef:
 
 
 def _slot_type() -> str | None:
+    """The per-process slot: the struct with a ``state`` and an array of ``lanes``."""
     for s in ffi().list_types()[1]:
-        if _has_field(f"struct {s}", "lanes") and _has_field(f"struct {s}", "state"):
+        top = dict(ffi().typeof(f"struct {s}").fields or [])
+        if "lanes" in top and any(n == "state" for n, _, _ in walk(f"struct {s}")):
             return f"struct {s}"
     return None
 
@@ -102,43 +114,35 @@ def _read_u32(fd: int, off: int) -> int:
     return struct.unpack("<I", b)[0] if len(b) == 4 else 0
 
 
+def _refs(path: str, ctype: str, base: int, name: str) -> list[FieldRef]:
+    f = ffi()
+    return [FieldRef(path, name, off, f.sizeof(t), t.cname)
+            for n, off, t in walk(ctype, base) if n == name]
+
+
 def find_fields(path: str, name: str) -> list[FieldRef]:
-    """Every occurrence of field ``name`` in a file: in its top struct, in each slot and in each
-    lane of each slot (counters live there).  Empty when the file has no such field."""
+    """Every occurrence of field ``name`` in a file: in its top struct (nested structs and
+    arrays included) and, for a file whose header has ``header_size``, ``slot_size`` and
+    ``nslots``, in each slot that follows it.  Empty when the file has no such field."""
     top = file_struct(path)
     if top is None:
         return []
-    f = ffi()
-    out: list[FieldRef] = []
-    tf = _fields(top)
-    if name in tf:
-        out.append(FieldRef(path, name, tf[name].offset, f.sizeof(tf[name].type),
-                            tf[name].type.cname))
+    out = _refs(path, top, 0, name)
     slot = _slot_type()
+    tf = {n: off for n, off, _ in walk(top)}
     if slot is None or not all(k in tf for k in ("header_size", "slot_size", "nslots")):
         return out
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        hsize = _read_u32(fd, tf["header_size"].offset)
-        ssize = _read_u32(fd, tf["slot_size"].offset)
-        nslots = _read_u32(fd, tf["nslots"].offset)
+        hsize = _read_u32(fd, tf["header_size"])
+        ssize = _read_u32(fd, tf["slot_size"])
+        nslots = _read_u32(fd, tf["nslots"])
     finally:
         os.close(fd)
-    if ssize != f.sizeof(slot) or not 0 < nslots <= 4096:
+    if ssize != ffi().sizeof(slot) or not 0 < nslots <= 4096:
         return out
-    sf = _fields(slot)
-    lane_t = sf["lanes"].type.item if "lanes" in sf else None
-    lf = _fields(lane_t.cname) if lane_t is not None else {}
     for i in range(nslots):
-        base = hsize + i * ssize
-        if name in sf:
-            out.append(FieldRef(path, name, base + sf[name].offset, f.sizeof(sf[name].type),
-                                sf[name].type.cname))
-        elif name in lf and lane_t is not None:
-            for k in range(sf["lanes"].type.length):
-                off = base + sf["lanes"].offset + k * f.sizeof(lane_t) + lf[name].offset
-                out.append(FieldRef(path, name, off, f.sizeof(lf[name].type),
-                                    lf[name].type.cname))
+        out += _refs(path, slot, hsize + i * ssize, name)
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hostile_fields import file_struct
 from hostile_stage import Files, Stage
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(120)]
@@ -72,3 +73,12 @@ def test_victims_map_foreign_writable_files_read_only(stage: Stage) -> None:
                 bad.append(f"{name}'s plan does not mount {path} read-only; "
                            f"{sorted(others)} can write it")
     assert not bad, "\n".join(bad)
+
+
+def test_suite_recognises_every_tgs_file(stage: Stage) -> None:
+    """The field-level lies find files by magic number through segment.h: if a layout change
+    hid a file from them, they would be skipped as "not expressible" instead of run."""
+    seg_dir = (stage.dir / "seg").resolve()
+    unknown = sorted({p for files in _plans(stage).values() for p in files.rw + files.ro
+                      if seg_dir in Path(p).resolve().parents and file_struct(p) is None})
+    assert not unknown, f"files in the segment directory hostile_fields cannot identify: {unknown}"

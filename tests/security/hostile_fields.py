@@ -50,27 +50,26 @@ def _starts_with_magic(ctype: str) -> bool:
 
 @lru_cache(maxsize=1)
 def magic_table() -> dict[int, str]:
-    """Magic value -> the struct type that starts a file with it."""
+    """Magic value -> the struct type that starts a file with it: TGS_<X>_MAGIC goes with the
+    one magic-first struct whose name has the component <x> (tgs_seg_header, tgs_dev_segment),
+    else with the struct whose magic field's comment names the constant."""
     text = find_header().read_text()
-    structs = [f"struct {n}" for n in ffi().list_types()[1]]
-    tops = [s for s in structs if _starts_with_magic(s)]
+    tops = [f"struct {n}" for n in ffi().list_types()[1] if _starts_with_magic(f"struct {n}")]
     out: dict[int, str] = {}
-    for m in _MAGIC_RE.finditer(text):
-        try:
-            out[const(m.group(2))] = f"struct {m.group(1)}"
-        except (AttributeError, TypeError):
-            continue
-    for name in _CONST_RE.findall(text):         # a magic whose struct the comments do not name
+    for name in _CONST_RE.findall(text):
         try:
             value = const(name)
         except (AttributeError, TypeError):
             continue
-        if value in out:
-            continue
         token = name[len("TGS_"):-len("_MAGIC")].lower() if name.endswith("_MAGIC") else ""
-        cands = [s for s in tops if token and token in s]
+        cands = [s for s in tops if token and token in s.split()[1].split("_")]
         if len(cands) == 1:
             out[value] = cands[0]
+    for m in _MAGIC_RE.finditer(text):
+        try:
+            out.setdefault(const(m.group(2)), f"struct {m.group(1)}")
+        except (AttributeError, TypeError):
+            continue
     return out
 
 

@@ -39,6 +39,7 @@ PROD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=3, seconds=900, report_ms=
 OPP = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=0, seconds=900, report_ms=REPORT_MS,
                    warmup=0, name="opp")
 WARMUP_S = 4.0
+BASELINE_S = 2.5
 VICTIMS = {"prod": "production", "opp": "opportunistic"}
 ATTACKERS = {"opp": "atk-opp", "prod": "atk-prod"}      # role -> job name
 ATTACKER_PRIORITY = {"atk-opp": "opportunistic", "atk-prod": "production"}
@@ -238,17 +239,34 @@ class Stage:
                 raise RuntimeError(f"controller did not come up: {self.log_tail()}")
             time.sleep(0.1)
         self.envs: dict[str, dict[str, str]] = {}
-        with self.client(5) as c:
-            for name, prio in {**VICTIMS, **ATTACKER_PRIORITY}.items():
-                reply = c.register(name, priority=prio, mem_quota=1 << 30)
-                self.envs[name] = {**self.env, **reply["env"]}
+        self.register(VICTIMS)
         self.victims["prod"] = Runner.start(PROD, self.envs["prod"], self.dir)
         self.victims["opp"] = Runner.start(OPP, self.envs["opp"], self.dir)
-        for job in ATTACKER_PRIORITY:
-            self.tenants[job] = Tenant(job, self.env)
         # the controller settles the gates and rates; the opportunistic victim's throughput
         # dips for a while after it starts (measured: a 1.5 s window 2-4 s in reads ~0.85)
         time.sleep(WARMUP_S)
+        # the victims alone, then with the attacker jobs merely registered (no process yet):
+        # a job that exists and does nothing must change nothing (Stage.idle_jobs_effect)
+        t0 = time.monotonic()
+        time.sleep(BASELINE_S)
+        self.alone = (t0, time.monotonic())
+        self.register(ATTACKER_PRIORITY)
+        for job in ATTACKER_PRIORITY:
+            self.tenants[job] = Tenant(job, self.env)
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        time.sleep(BASELINE_S)
+        self.with_idle = (t0, time.monotonic())
+
+    def register(self, jobs: dict[str, str]) -> None:
+        with self.client(5) as c:
+            for name, prio in jobs.items():
+                reply = c.register(name, priority=prio, mem_quota=1 << 30)
+                self.envs[name] = {**self.env, **reply["env"]}
+
+    def rates(self, window: tuple[float, float]) -> tuple[float, float]:
+        """(production victim, opportunistic victim) it/s over a window."""
+        return (self.victims["prod"].rate(*window), self.victims["opp"].rate(*window))
 
     def stop(self) -> None:
         if not self.up:

@@ -12,12 +12,13 @@ every MAX_SILENCE_S.  See docs/security.md for the threat model.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
-from hostile_stage import ATTACKERS, OPP, IdleProcess, Runner, Stage
+from hostile_stage import ATTACKERS, BASELINE_S, OPP, PROD, IdleProcess, Runner, Stage
 from hostile_window import Outcome, measure
 from tgs.intercept.segment import RATE_UNLIMITED
 
@@ -51,8 +52,7 @@ class DyingProcess:
             p.close()
 
 
-def _file_attack(stage: Stage, record: list[Outcome], role: str, mode: str,
-                 dying_process: bool = False) -> None:
+def _file_attack(stage: Stage, record: list[Outcome], role: str, mode: str) -> None:
     """One window per writable file of the attacker (files re-read after a rebuild)."""
     job = ATTACKERS[role]
     stage.ensure()
@@ -66,12 +66,7 @@ def _file_attack(stage: Stage, record: list[Outcome], role: str, mode: str,
         # scribbled bytes in a production job's own files may read as "busy": production may
         # claim that; it holds opportunistic work back, as a busy production job does
         entitled = role == "prod" and mode == "corrupt"
-        dying = DyingProcess(stage, job)
-        try:
-            record.append(measure(stage, job, mode, label, cmd, [path], entitled,
-                                  dying if dying_process else None))
-        finally:
-            dying.close()
+        record.append(measure(stage, job, mode, label, cmd, [path], entitled))
     _check(record)
 
 
@@ -79,6 +74,26 @@ def test_control_windows_agree(stage: Stage, record: list[Outcome]) -> None:
     """Two quiet windows back to back: the margin holds on this machine's noise."""
     stage.ensure()
     out = measure(stage, ATTACKERS["opp"], "none (control twice)", "-", {"op": "noop"}, [])
+    record.append(out)
+    _check([out])
+
+
+def test_idle_attacker_jobs_change_nothing(stage: Stage, record: list[Outcome]) -> None:
+    """Merely registered jobs (one production, one opportunistic, no process yet, as any job
+    between `tgsctl add` and its container's start) leave the victims' throughput alone: the
+    victims alone, then with them (windows of the stage's start-up; the second is measured
+    once more if only a throughput fell, as in measure())."""
+    stage.ensure()
+    out = Outcome("registered, idle", "both", "-")
+    out.prod, out.opp = tuple(zip(stage.rates(stage.alone), stage.rates(stage.with_idle)))
+    if out.problems():
+        first = out
+        t0 = time.monotonic()
+        time.sleep(BASELINE_S)
+        out = Outcome("registered, idle", "both", "-")
+        out.prod, out.opp = tuple(zip(stage.rates(stage.alone),
+                                      stage.rates((t0, time.monotonic()))))
+        out.note = f"retried (first: prod {first.ratio('prod'):.2f}, opp {first.ratio('opp'):.2f})"
     record.append(out)
     _check([out])
 
@@ -92,22 +107,43 @@ def test_corrupt_writable_files(stage: Stage, record: list[Outcome], role: str) 
 
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("kind", ["ofd_locks", "posix_locks"])
-def test_write_locks_on_writable_files(stage: Stage, record: list[Outcome], role: str,
-                                       kind: str) -> None:
-    """A write lock on every byte nobody else holds (OFD or classic fcntl) plus flock, held
-    while a process of the attacker's job dies (issue 10 attack 3)."""
-    _file_attack(stage, record, role, kind, dying_process=True)
+def test_locks_on_every_file(stage: Stage, record: list[Outcome], role: str, kind: str) -> None:
+    """Write locks (OFD or classic fcntl) on every byte of every writable file that nobody else
+    holds, read locks on every read-only file (all a read-only opener can do), flock on all,
+    held while a process of the attacker's job dies (issue 10 attack 3)."""
+    job = ATTACKERS[role]
+    stage.ensure()
+    files = stage.files(job)
+    assert files.rw and files.ro, f"the plan gives {job} no writable or no read-only file"
+    target = f"{len(files.rw)} rw + {len(files.ro)} ro files"
+    cmd = {"op": kind, "rw": files.rw, "ro": files.ro}
+    dying = DyingProcess(stage, job)
+    try:
+        out = measure(stage, job, kind, target, cmd, files.rw, around=dying)
+    finally:
+        dying.close()
+    record.append(out)
+    _check([out])
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_read_locks_on_read_only_files(stage: Stage, record: list[Outcome], role: str) -> None:
-    """All a read-only opener can do: OFD and classic read locks and shared flocks, held."""
+def test_job_that_ran_and_stopped_changes_nothing(stage: Stage, record: list[Outcome],
+                                                  role: str) -> None:
+    """The attacker's job runs flat out for a second between the windows, then stops: what it
+    left in its files (a gap history that ends in the past, gap claims) must not hold anyone
+    back (an idle production job is not busy: it is entitled to nothing)."""
     job = ATTACKERS[role]
     stage.ensure()
-    ro = stage.files(job).ro
-    assert ro, f"the plan gives {job} no read-only file"
-    cmd = {"op": "read_locks", "ro": ro}
-    out = measure(stage, job, "read_locks", f"{len(ro)} read-only files", cmd, [])
+
+    def around() -> Callable[[], None]:
+        def run_then_stop() -> None:
+            spec = replace(PROD if role == "prod" else OPP, name=f"{job}-ran")
+            r = Runner.start(spec, stage.envs[job], stage.dir)
+            time.sleep(1.0)
+            r.stop()
+            time.sleep(0.3)
+        return run_then_stop
+    out = measure(stage, job, "ran, then stopped", "-", {"op": "noop"}, [], around=around)
     record.append(out)
     _check([out])
 
@@ -142,6 +178,9 @@ LIES = [
     # ... but not steer opportunistic work into another production job's busy time
     Lie("prod-fakes-fresh-10s-gap", "prod",
         [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]]),
+    Lie("prod-erases-its-gap-history", "prod",
+        [[BUSY, 0], [["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
+    Lie("opp-erases-gap-history", "opp", [[["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
 ]
 
 

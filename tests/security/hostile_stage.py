@@ -39,6 +39,11 @@ PROD = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=3, seconds=900, report_ms=
 OPP = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=0, seconds=900, report_ms=REPORT_MS,
                    warmup=0, name="opp")
 WARMUP_S = 4.0
+# the adaptive policy pauses opportunistic work for 0.25 s probes (controller/policy/
+# adaptive.py: PROBE_LEN, first after 4 s, then every 2 s to 16 s): one such pause in a 1.7 s
+# window costs the opportunistic victim ~20 % of it; its rate leaves out its worst 0.4 s
+# stretch, in every window alike (a lasting harm still shows, a single pause does not)
+OPP_FORGIVE_S = 0.4
 BASELINE_S = 2.5
 VICTIMS = {"prod": "production", "opp": "opportunistic"}
 ATTACKERS = {"opp": "atk-opp", "prod": "atk-prod"}      # role -> job name
@@ -105,12 +110,26 @@ class Runner:
     def progress(self) -> list[ProgressRecord]:
         return parse_output(self.out.read_text(errors="replace"))[2]
 
-    def rate(self, t0: float, t1: float) -> float:
-        """Iterations per second between monotonic times t0 and t1 (0 if it made none)."""
-        recs = [r for r in self.progress() if r.mono_s is not None and t0 <= r.mono_s <= t1]
-        if len(recs) < 2 or recs[-1].mono_s == recs[0].mono_s:
+    def rate(self, t0: float, t1: float, forgive_s: float = 0.0) -> float:
+        """Iterations per second between monotonic times t0 and t1 (0 if it made none),
+        leaving out the stretch of at least ``forgive_s`` in which it made the fewest."""
+        recs = [(r.mono_s, r.iters) for r in self.progress()
+                if r.mono_s is not None and t0 <= r.mono_s <= t1]
+        if len(recs) < 2 or recs[-1][0] <= recs[0][0]:
             return 0.0
-        return (recs[-1].iters - recs[0].iters) / (recs[-1].mono_s - recs[0].mono_s)  # type: ignore[operator]
+        span, done = recs[-1][0] - recs[0][0], recs[-1][1] - recs[0][1]
+        if forgive_s <= 0 or span <= 2 * forgive_s:
+            return done / span
+        cut_t, cut_n, j = 0.0, done, 0
+        for i in range(len(recs)):
+            while j < len(recs) and recs[j][0] - recs[i][0] < forgive_s:
+                j += 1
+            if j == len(recs):
+                break
+            n = recs[j][1] - recs[i][1]
+            if n < cut_n:
+                cut_t, cut_n = recs[j][0] - recs[i][0], n
+        return (done - cut_n) / (span - cut_t) if cut_t else done / span
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -265,8 +284,10 @@ class Stage:
                 self.envs[name] = {**self.env, **reply["env"]}
 
     def rates(self, window: tuple[float, float]) -> tuple[float, float]:
-        """(production victim, opportunistic victim) it/s over a window."""
-        return (self.victims["prod"].rate(*window), self.victims["opp"].rate(*window))
+        """(production victim, opportunistic victim) it/s over a window; the opportunistic
+        victim's without its worst OPP_FORGIVE_S (one probe pause of the policy)."""
+        return (self.victims["prod"].rate(*window),
+                self.victims["opp"].rate(*window, forgive_s=OPP_FORGIVE_S))
 
     def stop(self) -> None:
         if not self.up:

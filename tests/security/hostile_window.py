@@ -225,8 +225,8 @@ def attack_window(stage: Stage, attacker: str, attack: str, target: str,
     if out.skipped:
         return out
     time.sleep(2.5 * stage_report_s())
-    out.prod = (stage.victims["prod"].rate(t0, t1), stage.victims["prod"].rate(ta, tb))
-    out.opp = (stage.victims["opp"].rate(t0, t1), stage.victims["opp"].rate(ta, tb))
+    (p0, o0), (p1, o1) = stage.rates((t0, t1)), stage.rates((ta, tb))
+    out.prod, out.opp = (p0, p1), (o0, o1)
     out.deaths = _deaths(stage)
     out.failed_calls, out.silence_s, out.slowest_s = probe.verdict(ta, tb)
     return out

@@ -17,6 +17,7 @@ from hostile_stage import Stage
 from hostile_window import Outcome
 
 OUTCOMES: list[Outcome] = []
+REBUILDS: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +32,7 @@ def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
         s.start()
         yield s
     finally:
+        REBUILDS.extend(s.rebuilds)
         s.stop()
 
 
@@ -48,6 +50,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("hostile tenants: attack -> outcome")
     for o in OUTCOMES:
         terminalreporter.write_line(o.row())
+    for why in REBUILDS:
+        terminalreporter.write_line(f"stage rebuilt: {why}")
     out = os.environ.get("TGS_SECURITY_REPORT")
     if out:
         with open(out, "a") as f:

@@ -44,6 +44,9 @@ WARMUP_S = 4.0
 # window costs the opportunistic victim ~20 % of it; its rate leaves out its worst 0.4 s
 # stretch, in every window alike (a lasting harm still shows, a single pause does not)
 OPP_FORGIVE_S = 0.4
+# a stage whose victims run below these shares of their start-up throughput (an attack's harm
+# outlasted it) is rebuilt before the next attack, so that attack starts from a clean state
+MIN_KEEP = {"prod": 0.9, "opp": 0.8}
 BASELINE_S = 2.5
 VICTIMS = {"prod": "production", "opp": "opportunistic"}
 ATTACKERS = {"opp": "atk-opp", "prod": "atk-prod"}      # role -> job name
@@ -233,6 +236,7 @@ class Stage:
         self.n = 0
         self.up = False
         self.builds = 0
+        self.rebuilds: list[str] = []      # why the stage was rebuilt (after an attack)
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -317,12 +321,20 @@ class Stage:
         for name, t in self.tenants.items():
             if t.proc.poll() is not None:
                 return f"tenant {name} {describe_exit(t.proc.poll())}"
+        now = time.monotonic()
+        (p0, o0), (p1, o1) = self.rates(self.with_idle), self.rates((now - 1.5, now))
+        if p1 < MIN_KEEP["prod"] * p0 or o1 < MIN_KEEP["opp"] * o0:
+            return (f"victims below their start-up throughput: production {p1:.0f} of {p0:.0f}"
+                    f", opportunistic {o1:.0f} of {o0:.0f} it/s")
         if self.status(timeout=2) is None:
             return "controller does not answer"
         return None
 
     def ensure(self) -> None:
-        if self.problem() is not None:
+        why = self.problem()
+        if why is not None:
+            if self.up:
+                self.rebuilds.append(why)
             self.stop()
             self.start()
 

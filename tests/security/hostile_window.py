@@ -179,14 +179,18 @@ def _deaths(stage: Stage) -> list[str]:
 def measure(stage: Stage, attacker: str, attack: str, target: str, cmd: dict[str, Any],
             rw: list[str], opp_entitled: bool = False,
             around: Callable[[], Callable[[], None]] | None = None) -> Outcome:
-    """attack_window, once more when the only problem was a victim's throughput: the victims
-    have short stalls of their own (a few tenths of a second every ~10 s on the simulator), an
-    attack that harms them does it again.  The retry's outcome counts; the note keeps both."""
+    """attack_window, once more when the only problem was a victim's throughput (a stall of
+    its own in the attack window); the retry's attack window is compared with the FIRST
+    control window, so a harm that outlasts the attack still counts.  The note keeps both."""
     out = attack_window(stage, attacker, attack, target, cmd, rw, opp_entitled, around)
     if out.problems() and not (out.deaths or out.failed_calls or out.cli_rc
                                or out.silence_s > MAX_SILENCE_S):
         first = out
         out = attack_window(stage, attacker, attack, target, cmd, rw, opp_entitled, around)
+        if out.skipped:
+            return first
+        out.prod = (first.prod[0], out.prod[1])
+        out.opp = (first.opp[0], out.opp[1])
         out.note = (f"retried (first: prod {first.ratio('prod'):.2f}, "
                     f"opp {first.ratio('opp'):.2f})" + (f"; {out.note}" if out.note else ""))
     return out

@@ -47,6 +47,7 @@ OPP_FORGIVE_S = 0.4
 # a stage whose victims run below these shares of their start-up throughput (an attack's harm
 # outlasted it) is rebuilt before the next attack, so that attack starts from a clean state
 MIN_KEEP = {"prod": 0.9, "opp": 0.8}
+RECOVER_S = 4.0      # ... unless they recover within this time
 BASELINE_S = 2.5
 VICTIMS = {"prod": "production", "opp": "opportunistic"}
 ATTACKERS = {"opp": "atk-opp", "prod": "atk-prod"}      # role -> job name
@@ -332,6 +333,11 @@ class Stage:
 
     def ensure(self) -> None:
         why = self.problem()
+        deadline = time.monotonic() + RECOVER_S
+        while why is not None and why.startswith("victims below") and (
+                time.monotonic() < deadline):
+            time.sleep(0.5)                # the policy may take a few periods to re-adapt
+            why = self.problem()
         if why is not None:
             if self.up:
                 self.rebuilds.append(why)

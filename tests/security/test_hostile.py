@@ -20,11 +20,19 @@ from typing import Any
 import pytest
 from hostile_stage import ATTACKERS, BASELINE_S, OPP, PROD, IdleProcess, Runner, Stage
 from hostile_window import Outcome, measure
+from tgs.intercept._header import const
 from tgs.intercept.segment import RATE_UNLIMITED
 
 pytestmark = [pytest.mark.security, pytest.mark.slow, pytest.mark.timeout(240)]
 
 ROLES = sorted(ATTACKERS)
+# Before issue 10's redesign (segment version 1) these attacks succeed: the suite shows it
+# (the table of outcomes, docs/security.md), and marks them expected failures there only, so
+# that `make test` stays meaningful on both sides of the change; from version 2 on they must
+# pass (not strict: a borderline lie may happen to pass on version 1)
+V1 = const("TGS_SEG_VERSION") < 2
+v1_fails = pytest.mark.xfail(V1, reason="segment v1: the attack succeeds (issue 10)",
+                             strict=False)
 
 
 def _check(outs: list[Outcome]) -> None:
@@ -98,6 +106,7 @@ def test_idle_attacker_jobs_change_nothing(stage: Stage, record: list[Outcome]) 
     _check([out])
 
 
+@v1_fails
 @pytest.mark.parametrize("role", ROLES)
 def test_corrupt_writable_files(stage: Stage, record: list[Outcome], role: str) -> None:
     """In a loop: ftruncate to 0 and to half, every byte 0xFF, random bytes (issue 10 attacks
@@ -105,6 +114,7 @@ def test_corrupt_writable_files(stage: Stage, record: list[Outcome], role: str) 
     _file_attack(stage, record, role, "corrupt")
 
 
+@v1_fails
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("kind", ["ofd_locks", "posix_locks"])
 def test_locks_on_every_file(stage: Stage, record: list[Outcome], role: str, kind: str) -> None:
@@ -161,30 +171,33 @@ class Lie:
     fields: list[list[Any]] = field(default_factory=list)
     runs: bool = False             # the attacker runs flat out in both windows
     opp_entitled: bool = False
+    v1: bool = False               # succeeds on segment v1 (see v1_fails)
 
 
 LIES = [
     # issue 10 attack 4: the count opportunistic shims gate on, set by a non-production tenant
-    Lie("opp-claims-production-busy", "opp", [[BUSY, 1000]]),
+    Lie("opp-claims-production-busy", "opp", [[BUSY, 1000]], v1=True),
     Lie("opp-claims-idle-10s-gap", "opp",
-        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]]),
+        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]], v1=True),
     Lie("opp-claims-every-gap", "opp", [[["gap_claim"], "busy_seq+1"]]),
     Lie("opp-zero-work-flat-out", "opp",
-        [[["work"], 0], [["launches"], 0], [["inflight_work"], 0]], runs=True),
+        [[["work"], 0], [["launches"], 0], [["inflight_work"], 0]], runs=True, v1=True),
     Lie("opp-lifts-own-gate", "opp",
-        [[["gate_flags"], 0], [["rate"], RATE_UNLIMITED], [["inflight_cap"], 0]], runs=True),
+        [[["gate_flags"], 0], [["rate"], RATE_UNLIMITED], [["inflight_cap"], 0]], runs=True,
+        v1=True),
     # a production tenant may claim busy (production is entitled to the GPU when busy) ...
     Lie("prod-claims-busy-forever", "prod", [[BUSY, 1000]], opp_entitled=True),
     # ... but not steer opportunistic work into another production job's busy time
     Lie("prod-fakes-fresh-10s-gap", "prod",
-        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]]),
+        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]], v1=True),
     Lie("prod-erases-its-gap-history", "prod",
-        [[BUSY, 0], [["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
+        [[BUSY, 0], [["gap_pred_ns"], 0], [["idle_since_ns"], 0]], v1=True),
     Lie("opp-erases-gap-history", "opp", [[["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
 ]
 
 
-@pytest.mark.parametrize("lie", LIES, ids=[lie.id for lie in LIES])
+@pytest.mark.parametrize("lie", [pytest.param(lie, id=lie.id, marks=[v1_fails] if lie.v1 else [])
+                                 for lie in LIES])
 def test_field_lies(stage: Stage, record: list[Outcome], lie: Lie) -> None:
     job = ATTACKERS[lie.role]
     stage.ensure()

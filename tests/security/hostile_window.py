@@ -233,6 +233,8 @@ def attack_window(stage: Stage, attacker: str, attack: str, target: str,
     out.prod, out.opp = (p0, p1), (o0, o1)
     out.deaths = _deaths(stage)
     out.failed_calls, out.silence_s, out.slowest_s = probe.verdict(ta, tb)
+    if out.deaths or out.failed_calls or out.cli_rc or out.silence_s > MAX_SILENCE_S:
+        stage.saw_harm()
     return out
 
 

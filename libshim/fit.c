@@ -123,7 +123,7 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     if (tgs_prod_busy())
         return WAIT_MORE;
     uint64_t idle = 0;
-    uint64_t gap_end = tgs_prod_gap_end(&idle);
+    uint64_t gap_end = tgs_prod_gap_end(now, &idle);
     if (!gap_end)
         return GO;                                   /* no history: plain WAIT */
     uint64_t age = now > idle ? now - idle : 0;

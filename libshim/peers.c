@@ -29,6 +29,7 @@
 
 #define RETRY_NS 100000000ull    /* a missing/invalid file is looked at again after 100 ms */
 #define TABLE_RETRY_NS 1000000ull /* a table caught mid-write is read again after 1 ms */
+#define STALE_NO_HISTORY_NS 1000000000ull /* a producer idle 1 s with no gap history is gone */
 
 static size_t page_size(void)
 {
@@ -259,9 +260,25 @@ int tgs_prod_busy(void)
     return 0;
 }
 
-uint64_t tgs_prod_gap_end(uint64_t *idle)
+static uint64_t ring_max(const struct tgs_pub *p)
 {
-    uint64_t end = 0, hi = 0;
+    uint64_t hi = 0;
+    for (int i = 0; i < TGS_GAP_RING; i++) {
+        uint64_t g = __atomic_load_n(&p->gap_ns[i], __ATOMIC_RELAXED);
+        hi = g > hi ? g : hi;
+    }
+    return hi;
+}
+
+/* The end of the current gap: the earliest (idle start + predicted gap) over the production
+ * jobs that can come back soon.  A job that never ran says nothing about the device, and one
+ * whose gap has long outlasted its own history (it stopped, or is in a long host phase) must
+ * not pin the end in the past for everybody: both are left out.  If every job with history is
+ * in such a long gap, the latest one counts (the caller's "outlasted" rule then lets one
+ * kernel at a time go).  0 = no usable history: plain WAIT. */
+uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
+{
+    uint64_t end = 0, hi = 0, fb_since = 0, fb_end = 0;
     *idle = 0;
     if (!tgs_g.peers.region)
         return 0;
@@ -271,11 +288,29 @@ uint64_t tgs_prod_gap_end(uint64_t *idle)
         const struct tgs_pub *p = pub_at(k);
         uint64_t since = __atomic_load_n(&p->idle_since_ns, __ATOMIC_ACQUIRE);
         uint64_t pred = __atomic_load_n(&p->gap_pred_ns, __ATOMIC_ACQUIRE);
-        if (!since || !pred || since > UINT64_MAX - pred)
+        if (!pred && !__atomic_load_n(&p->busy_seq, __ATOMIC_ACQUIRE))
+            continue;                       /* never ran: no information */
+        uint64_t age = since && now > since ? now - since : 0;
+        if (!since || !pred || since > UINT64_MAX - pred) {
+            if (age > STALE_NO_HISTORY_NS)
+                continue;                   /* ran once, long gone */
             return 0;                       /* no usable history: plain WAIT */
+        }
+        uint64_t top = ring_max(p);
+        if (age > 2 * top && since + pred < now) {
+            if (since > fb_since) {         /* outlasted: kept only as a fallback */
+                fb_since = since;
+                fb_end = since + pred;
+            }
+            continue;
+        }
         hi = since > hi ? since : hi;
         if (!end || since + pred < end)
             end = since + pred;
+    }
+    if (!end && fb_end) {
+        hi = fb_since;
+        end = fb_end;
     }
     *idle = hi;
     return end;
@@ -286,11 +321,10 @@ uint64_t tgs_prod_gap_max(void)
     uint64_t hi = 0;
     if (tgs_g.peers.region)
         for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-            if (is_prod(k))
-                for (int i = 0; i < TGS_GAP_RING; i++) {
-                    uint64_t g = __atomic_load_n(&pub_at(k)->gap_ns[i], __ATOMIC_RELAXED);
-                    hi = g > hi ? g : hi;
-                }
+            if (is_prod(k)) {
+                uint64_t g = ring_max(pub_at(k));
+                hi = g > hi ? g : hi;
+            }
     return hi;
 }
 

@@ -307,7 +307,7 @@ int tgs_prod_busy(void);            /* any production job of the device has work
 /* predicted end of the current gap: min over production pubs of idle_since_ns +
  * gap_pred_ns; 0 = a production job has no history.  *idle: when the gap began
  * (the latest idle_since_ns). */
-uint64_t tgs_prod_gap_end(uint64_t *idle);
+uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle);
 uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */

@@ -233,3 +233,62 @@ def test_one_production_job_cannot_lengthen_anothers_gap(probe_bin: Path, opp: O
         p.close()
         lp.close()
         liar.close()
+
+
+def _second_production(seg: segment.Segment, played: Played, name: str) -> tuple[segment.Segment,
+                                                                                  ipub.Pub]:
+    other = segment.create(seg.path.with_name(f"{name}.seg"), name,
+                           gate_flags=segment.GATE_PUBLISH)
+    list_jobs(played.dev, played.seg, other, seg)
+    return other, own_pub(other)
+
+
+def test_a_production_job_that_never_ran_leaves_fit_alone(probe_bin: Path, opp: Opp) -> None:
+    """A registered production job with no history (never ran) says nothing about the device:
+    the honest job's gap still decides (a kernel that does not fit waits for the next gap),
+    instead of FIT falling back to plain WAIT for everybody."""
+    env, seg, dev, played = opp
+    other, op = _second_production(seg, played, "idle")
+    p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:700000:1000")
+    timers: list[threading.Timer] = []
+    try:
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        set_history(dev, 1_000_000_000, 950_000_000)
+        go_idle(dev, ago_ns=500_000_000)              # 450 ms left: a 0.7 s kernel must wait
+        p.go()
+        timers = [threading.Timer(0.3, go_busy, args=(dev,)),
+                  threading.Timer(0.6, lambda: (set_history(dev, 2_500_000_000, 2_400_000_000),
+                                                go_idle(dev)))]
+        for t in timers:
+            t.start()
+        waited = p.timed_ns()
+        assert 0.55e9 <= waited < 4e9, waited
+    finally:
+        for t in timers:
+            t.cancel()
+        p.close()
+        op.close()
+        other.close()
+
+
+def test_a_production_job_that_stopped_does_not_pin_the_gap_in_the_past(
+        probe_bin: Path, opp: Opp) -> None:
+    """A production job that ran (1 ms gaps) and stopped 5 s ago: its predicted gap end lies
+    long in the past.  It must not hold everybody's launches back: a 2 ms kernel that fits the
+    honest job's current gap goes at once."""
+    env, seg, dev, played = opp
+    other, op = _second_production(seg, played, "stopped")
+    p = Probe(probe_bin, env, "init", "launch:2:2000:1000", "ready", "timed:1:2000:1000")
+    try:
+        set_history(op, 1_000_000, 900_000)
+        op.view.busy_seq = 7
+        go_idle(op, ago_ns=5_000_000_000)
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        set_history(dev, 1_000_000_000, 950_000_000)
+        go_idle(dev, ago_ns=500_000_000)              # 450 ms left: a 2 ms kernel fits
+        p.go()
+        assert p.timed_ns() < 0.25e9
+    finally:
+        p.close()
+        op.close()
+        other.close()

@@ -29,7 +29,6 @@
 
 #define RETRY_NS 100000000ull    /* a missing/invalid file is looked at again after 100 ms */
 #define TABLE_RETRY_NS 1000000ull /* a table caught mid-write is read again after 1 ms */
-#define STALE_NO_HISTORY_NS 1000000000ull /* a producer idle 1 s with no gap history is gone */
 
 static size_t page_size(void)
 {
@@ -271,11 +270,13 @@ static uint64_t ring_max(const struct tgs_pub *p)
 }
 
 /* The end of the current gap: the earliest (idle start + predicted gap) over the production
- * jobs that can come back soon.  A job that never ran says nothing about the device, and one
- * whose gap has long outlasted its own history (it stopped, or is in a long host phase) must
- * not pin the end in the past for everybody: both are left out.  If every job with history is
+ * jobs that can come back soon.  A job without gap history (it never ran, has not left a gap
+ * yet, or erased its own page) says nothing about the others' gaps, and one whose gap has long
+ * outlasted its own history (it stopped, or is in a long host phase) must not pin the end in the
+ * past for everybody: both are left out, so no production tenant can switch FIT off for, or
+ * hold back, the rest of the device.  If every job with history is
  * in such a long gap, the latest one counts (the caller's "outlasted" rule then lets one
- * kernel at a time go).  0 = no usable history: plain WAIT. */
+ * kernel at a time go).  0 = no job has usable history: plain WAIT. */
 uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
 {
     uint64_t end = 0, hi = 0, fb_since = 0, fb_end = 0;
@@ -288,14 +289,9 @@ uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
         const struct tgs_pub *p = pub_at(k);
         uint64_t since = __atomic_load_n(&p->idle_since_ns, __ATOMIC_ACQUIRE);
         uint64_t pred = __atomic_load_n(&p->gap_pred_ns, __ATOMIC_ACQUIRE);
-        if (!pred && !__atomic_load_n(&p->busy_seq, __ATOMIC_ACQUIRE))
-            continue;                       /* never ran: no information */
-        uint64_t age = since && now > since ? now - since : 0;
-        if (!since || !pred || since > UINT64_MAX - pred) {
-            if (age > STALE_NO_HISTORY_NS)
-                continue;                   /* ran once, long gone */
-            return 0;                       /* no usable history: plain WAIT */
-        }
+        if (!since || !pred || since > UINT64_MAX - pred)
+            continue;                       /* no usable history: says nothing */
+        uint64_t age = now > since ? now - since : 0;
         uint64_t top = ring_max(p);
         if (age > 2 * top && since + pred < now) {
             if (since > fb_since) {         /* outlasted: kept only as a fallback */

@@ -7,6 +7,11 @@
  * legacy-stream row with version <= cudaVersion wins; with
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, that row's _ptsz/_ptds
  * twin is returned instead where one exists (and is old enough).
+ *
+ * Two tables: every public entry point (entry_points.def, generated from
+ * cudaTypedefs.h; what the simulator does not model is a stub answering
+ * CUDA_ERROR_NOT_SUPPORTED, see stubs.c) and the hand-written rows[] below
+ * for names outside that list.
  */
 #include <string.h>
 
@@ -160,13 +165,33 @@ static const struct lookup_row rows[] = {
 
 #define NROWS (sizeof rows / sizeof rows[0])
 
+/* The exported symbols, by asm name: their C prototypes differ (cuda_abi.h
+ * declares the modelled ones), the address is all that is needed here. */
+#define E(base, sym, ver, pt) extern CUresult sim_ep_##sym(void) __asm__(#sym);
+#include "entry_points.def"
+#undef E
+
+static const struct lookup_row ep_rows[] = {
+#define E(base, sym, ver, pt) {#base, #sym, ver, pt, (void *)sim_ep_##sym},
+#include "entry_points.def"
+#undef E
+};
+
+#define NEP (sizeof ep_rows / sizeof ep_rows[0])
+
+/* Row i of the union of both tables. */
+static const struct lookup_row *row_at(size_t i)
+{
+    return i < NEP ? &ep_rows[i] : &rows[i - NEP];
+}
+
 static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, int per_thread,
                                               void **out)
 {
     const struct lookup_row *best = NULL;
     int known = 0;
-    for (size_t i = 0; i < NROWS; i++) {
-        const struct lookup_row *r = &rows[i];
+    for (size_t i = 0; i < NEP + NROWS; i++) {
+        const struct lookup_row *r = row_at(i);
         if (r->per_thread || strcmp(r->base, symbol))
             continue;
         known = 1;
@@ -181,8 +206,8 @@ static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, i
     *out = best->fn;
     if (per_thread) {
         size_t n = strlen(best->symbol);
-        for (size_t i = 0; i < NROWS; i++) {
-            const struct lookup_row *r = &rows[i];
+        for (size_t i = 0; i < NEP + NROWS; i++) {
+            const struct lookup_row *r = row_at(i);
             if (r->per_thread && r->version <= version && !strncmp(r->symbol, best->symbol, n) &&
                 (!strcmp(r->symbol + n, "_ptsz") || !strcmp(r->symbol + n, "_ptds")))
                 *out = r->fn;

@@ -166,6 +166,8 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
     case 97 /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */: v = 232448; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
+    case 106 /* MAX_BLOCKS_PER_MULTIPROCESSOR */: v = 32; break;
+    case 111 /* RESERVED_SHARED_MEMORY_PER_BLOCK */: v = 1024; break;
     default:
         /* Other valid attributes read as 0 ("not supported"), like a
          * capability the device lacks; out-of-range ones are invalid. */

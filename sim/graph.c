@@ -56,7 +56,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
     for (size_t i = 0; i < numDependencies; i++)
         if (!sim_handle_ok(dependencies[i], SIM_K_NODE) || dependencies[i]->graph != hGraph)
             return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_handle_ok(nodeParams->func, SIM_K_FUNC) ||
+    if (!(sim_handle_ok(nodeParams->func, SIM_K_FUNC) || sim_handle_ok(nodeParams->func, SIM_K_KERNEL)) ||
         !nodeParams->gridDimX || !nodeParams->gridDimY || !nodeParams->gridDimZ ||
         !nodeParams->blockDimX || !nodeParams->blockDimY || !nodeParams->blockDimZ ||
         (nodeParams->kernelParams && nodeParams->extra))

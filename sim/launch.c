@@ -30,8 +30,9 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!sim_handle_ok(f, SIM_K_FUNC))
-        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUfunc_st *fn;
+    if ((r = sim_func_resolve(f, &fn)) != CUDA_SUCCESS)
+        return r;
     r = check_dims(gx, gy, gz, bx, by, bz);
     if (r != CUDA_SUCCESS)
         return r;
@@ -41,7 +42,7 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t seq;
-    r = sim_enqueue(ctx, kernel_ns(f, gx, gy, gz, bx, by, bz), 0, &seq);
+    r = sim_enqueue(ctx, kernel_ns(fn, gx, gy, gz, bx, by, bz), 0, &seq);
     if (r == CUDA_SUCCESS)
         sim_stream_note(ctx, obj, seq);
     return r;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "tgs/cuda_abi.h"
+#include "image.h"
 #include "sim_state.h"
 
 #pragma GCC visibility push(hidden)
@@ -29,6 +30,9 @@ enum sim_kind {
     SIM_K_MIPMAP,
     SIM_K_POOL,
     SIM_K_VMM,
+    SIM_K_LIB,
+    SIM_K_KERNEL,
+    SIM_K_LINK,
 };
 
 /* Every handle the simulator gives out starts with this header. */
@@ -70,24 +74,48 @@ struct sim_span {
     uint64_t size;
 };
 
-struct sim_cost {
-    char name[128];
-    double factor;
-};
-
+/* A module: one image loaded into one context.  Its globals are device
+ * memory of the symbol's size, allocated at load (gaddr[i] for syms[i]). */
 struct CUmod_st {
     struct sim_obj obj;
     struct CUctx_st *ctx;
-    struct sim_cost *costs;
-    size_t ncosts;
+    struct CUlib_st *lib; /* the library that made it, or NULL */
+    struct sim_image img;
+    CUdeviceptr *gaddr;
     struct CUfunc_st **funcs;
     size_t nfuncs;
 };
+
+#define SIM_FUNC_NATTR 16 /* CU_FUNC_ATTRIBUTE_MAX */
 
 struct CUfunc_st {
     struct sim_obj obj;
     struct CUmod_st *mod;
     double factor;
+    int attr_set[SIM_FUNC_NATTR]; /* 1 where cuFuncSetAttribute set attr[] */
+    int attr[SIM_FUNC_NATTR];
+    int cache_config;
+    char name[];
+};
+
+/* A library: an image with no context; a module per context on demand. */
+struct CUlib_st {
+    struct sim_obj obj;
+    struct sim_image img;
+    void *code;      /* a copy of the image, for each context's module */
+    size_t code_size;
+    struct CUmod_st **mods;
+    size_t nmods;
+    struct CUkern_st **kerns;
+    size_t nkerns;
+};
+
+struct CUkern_st {
+    struct sim_obj obj;
+    struct CUlib_st *lib;
+    int attr_set[SIM_FUNC_NATTR];
+    int attr[SIM_FUNC_NATTR];
+    int cache_config;
     char name[];
 };
 
@@ -187,7 +215,7 @@ void sim_stream_note(struct CUctx_st *ctx, struct CUstream_st *obj, uint64_t seq
 CUresult sim_stream_sync(CUstream s);
 
 /* memory.c: regions of simulated device memory */
-enum sim_region_kind { SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP };
+enum sim_region_kind { SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP, SIM_R_MODULE };
 struct sim_region {
     uint64_t base;
     uint64_t size;
@@ -203,6 +231,19 @@ int sim_mem_range_ok(uint64_t p, size_t n);
 int sim_current_dev(void);
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
 int sim_region_take(uint64_t base, int mask, struct sim_region *out);
+
+/* module.c */
+CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,
+                         struct CUlib_st *lib, struct CUmod_st **out);
+void sim_module_free(struct CUmod_st *m);
+/* a CUfunction or a CUkernel (cast, as the real driver accepts): the function */
+CUresult sim_func_resolve(CUfunction f, struct CUfunc_st **out);
+/* library.c: the library's module in the current context (made on demand) */
+CUresult sim_library_module(struct CUlib_st *lib, struct CUmod_st **out);
+/* attrs.c: a function attribute's value (function, then kernel settings) */
+int sim_func_attr(const struct CUfunc_st *f, int attr);
+/* read a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile) */
+CUresult sim_read_file(const char *path, void **data, size_t *size);
 
 /* launch.c: compute a launch's simulated duration and enqueue it */
 CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,

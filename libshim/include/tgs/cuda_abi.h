@@ -377,6 +377,64 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
 } CUdriverProcAddressQueryResult;
 
+/* ---- modules, libraries, the JIT linker, function attributes (sim-api) ---- */
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUlinkState_st *CUlinkState;
+
+typedef enum CUfunction_attribute_enum {
+    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+    CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES = 2,
+    CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
+    CU_FUNC_ATTRIBUTE_PTX_VERSION = 5,
+    CU_FUNC_ATTRIBUTE_BINARY_VERSION = 6,
+    CU_FUNC_ATTRIBUTE_CACHE_MODE_CA = 7,
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9,
+    CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET = 10,
+    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11,
+    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT = 12,
+    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH = 13,
+    CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
+    CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15,
+    CU_FUNC_ATTRIBUTE_MAX
+} CUfunction_attribute;
+
+typedef enum CUfunc_cache_enum {
+    CU_FUNC_CACHE_PREFER_NONE = 0x00,
+    CU_FUNC_CACHE_PREFER_SHARED = 0x01,
+    CU_FUNC_CACHE_PREFER_L1 = 0x02,
+    CU_FUNC_CACHE_PREFER_EQUAL = 0x03
+} CUfunc_cache;
+
+typedef enum CUmoduleLoadingMode_enum {
+    CU_MODULE_EAGER_LOADING = 0x1,
+    CU_MODULE_LAZY_LOADING = 0x2
+} CUmoduleLoadingMode;
+
+typedef enum CUlibraryOption_enum {
+    CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0,
+    CU_LIBRARY_BINARY_IS_PRESERVED = 1,
+    CU_LIBRARY_NUM_OPTIONS
+} CUlibraryOption;
+
+typedef enum CUjitInputType_enum {
+    CU_JIT_INPUT_CUBIN = 0,
+    CU_JIT_INPUT_PTX = 1,
+    CU_JIT_INPUT_FATBINARY = 2,
+    CU_JIT_INPUT_OBJECT = 3,
+    CU_JIT_INPUT_LIBRARY = 4,
+    CU_JIT_INPUT_NVVM = 5,
+    CU_JIT_NUM_INPUT_TYPES = 6
+} CUjitInputType;
+
+typedef enum CUfunctionLoadingState_enum {
+    CU_FUNCTION_LOADING_STATE_UNLOADED = 0,
+    CU_FUNCTION_LOADING_STATE_LOADED = 1,
+    CU_FUNCTION_LOADING_STATE_MAX
+} CUfunctionLoadingState;
+
 #endif /* !TGS_CUDA_ABI_SYSTEM_TYPES */
 
 /* Special stream handles, as in cuda.h. */
@@ -396,6 +454,41 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, \
      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, \
      unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+
+/* Modules, libraries, the JIT linker, function attributes (sim-api). */
+#define TGS_CU_EP_MODULES(X) \
+    X(cuModuleLoad, (CUmodule *module, const char *fname)) \
+    X(cuModuleLoadFatBinary, (CUmodule *module, const void *fatCubin)) \
+    X(cuModuleGetGlobal_v2, (CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)) \
+    X(cuModuleGetLoadingMode, (CUmoduleLoadingMode *mode)) \
+    X(cuModuleGetFunctionCount, (unsigned int *count, CUmodule mod)) \
+    X(cuModuleEnumerateFunctions, (CUfunction *functions, unsigned int numFunctions, CUmodule mod)) \
+    X(cuFuncGetModule, (CUmodule *hmod, CUfunction hfunc)) \
+    X(cuFuncGetName, (const char **name, CUfunction hfunc)) \
+    X(cuFuncIsLoaded, (CUfunctionLoadingState *state, CUfunction function)) \
+    X(cuFuncLoad, (CUfunction function)) \
+    X(cuFuncGetAttribute, (int *pi, CUfunction_attribute attrib, CUfunction hfunc)) \
+    X(cuFuncSetAttribute, (CUfunction hfunc, CUfunction_attribute attrib, int value)) \
+    X(cuFuncSetCacheConfig, (CUfunction hfunc, CUfunc_cache config)) \
+    X(cuLibraryLoadData, (CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)) \
+    X(cuLibraryLoadFromFile, (CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)) \
+    X(cuLibraryUnload, (CUlibrary library)) \
+    X(cuLibraryGetKernel, (CUkernel *pKernel, CUlibrary library, const char *name)) \
+    X(cuLibraryGetKernelCount, (unsigned int *count, CUlibrary lib)) \
+    X(cuLibraryEnumerateKernels, (CUkernel *kernels, unsigned int numKernels, CUlibrary lib)) \
+    X(cuLibraryGetModule, (CUmodule *pMod, CUlibrary library)) \
+    X(cuLibraryGetGlobal, (CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)) \
+    X(cuKernelGetFunction, (CUfunction *pFunc, CUkernel kernel)) \
+    X(cuKernelGetLibrary, (CUlibrary *pLib, CUkernel kernel)) \
+    X(cuKernelGetName, (const char **name, CUkernel hfunc)) \
+    X(cuKernelGetAttribute, (int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)) \
+    X(cuKernelSetAttribute, (CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)) \
+    X(cuKernelSetCacheConfig, (CUkernel kernel, CUfunc_cache config, CUdevice dev)) \
+    X(cuLinkCreate_v2, (unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)) \
+    X(cuLinkAddData_v2, (CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)) \
+    X(cuLinkAddFile_v2, (CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues)) \
+    X(cuLinkComplete, (CUlinkState state, void **cubinOut, size_t *sizeOut)) \
+    X(cuLinkDestroy, (CUlinkState state))
 
 #define TGS_CUDA_ENTRY_POINTS(X) \
     X(cuInit, (unsigned int Flags)) \
@@ -529,7 +622,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuGetErrorName, (CUresult error, const char **pStr)) \
     X(cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)) \
     X(cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)) \
-    X(cuGetExportTable, (const void **ppExportTable, const CUuuid *pExportTableId))
+    X(cuGetExportTable, (const void **ppExportTable, const CUuuid *pExportTableId)) \
+    TGS_CU_EP_MODULES(X)
 
 #define TGS_CU_DECLARE(name, params) CUresult name params;
 TGS_CUDA_ENTRY_POINTS(TGS_CU_DECLARE)

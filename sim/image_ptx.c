@@ -187,7 +187,7 @@ CUresult sim_image_ptx(const char *text, size_t n, struct sim_image *out)
             if (!ext && sim_image_add(out, name, len, SIM_SYM_KERNEL, 0))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             ext = 0;
-        } else if (start && depth == 0 && (tok_is(t, tn, ".global") || tok_is(t, tn, ".const"))) {
+        } else if (depth == 0 && (tok_is(t, tn, ".global") || tok_is(t, tn, ".const"))) {
             if (ext) { /* a declaration of someone else's variable */
                 while (next_tok(&lx, &t, &tn) && !tok_is(t, tn, ";"))
                     ;

@@ -110,6 +110,23 @@ int sim_mem_range_ok(uint64_t p, size_t n)
     return ok;
 }
 
+int sim_region_find(uint64_t p, struct sim_region *out)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(p);
+    int ok = i > 0 && p - g_sim.regions[i - 1].base < g_sim.regions[i - 1].size;
+    if (ok)
+        *out = g_sim.regions[i - 1];
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok ? 0 : -1;
+}
+
+int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags)
+{
+    struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = -1, .flags = flags};
+    return region_insert(&r);
+}
+
 /* Exposed to vmm.c: a mapped VMM range is device memory too. */
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm)
 {

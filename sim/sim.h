@@ -141,6 +141,10 @@ struct sim_globals {
     /* device-memory regions, sorted by base */
     struct sim_region *regions;
     size_t nregions, regions_cap;
+    /* context limits (cuCtxSetLimit) and cache preference, per process */
+    size_t limits[8];
+    int limits_set[8];
+    int cache_config;
     /* VMM address reservations */
     struct sim_span *reserves;
     size_t nreserves, reserves_cap;
@@ -215,7 +219,11 @@ void sim_stream_note(struct CUctx_st *ctx, struct CUstream_st *obj, uint64_t seq
 CUresult sim_stream_sync(CUstream s);
 
 /* memory.c: regions of simulated device memory */
-enum sim_region_kind { SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP, SIM_R_MODULE };
+/* SIM_R_HOST: page-locked host memory the simulator allocated;
+ * SIM_R_HOST_REG: the program's memory, registered (not owned). */
+enum sim_region_kind {
+    SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP, SIM_R_MODULE, SIM_R_HOST, SIM_R_HOST_REG
+};
 struct sim_region {
     uint64_t base;
     uint64_t size;
@@ -223,6 +231,7 @@ struct sim_region {
     int kind;
     int dev;
     void *vmm; /* SIM_R_VMM_MAP: the physical allocation mapped here */
+    unsigned int flags; /* host regions: the allocation/registration flags */
 };
 CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
@@ -231,6 +240,9 @@ int sim_mem_range_ok(uint64_t p, size_t n);
 int sim_current_dev(void);
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
 int sim_region_take(uint64_t base, int mask, struct sim_region *out);
+/* The region holding p (a copy); 0 found, -1 not. */
+int sim_region_find(uint64_t p, struct sim_region *out);
+int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags);
 
 /* module.c */
 CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,

@@ -1,0 +1,101 @@
+/*
+ * memcpy_unified.c: copies between unified addresses (cuMemcpy, Peer,
+ * DtoD async).  Either side may be device memory, page-locked host memory
+ * or plain host memory; a side inside a known region must fit in it.  Like
+ * every copy here the bytes move at once: a synchronous copy first waits
+ * for the context's queued work, an asynchronous one checks its stream.
+ */
+#include <string.h>
+
+#include "sim.h"
+
+/* A pointer inside a known region must have n bytes there; other pointers
+ * are plain host memory (unified addressing), and must not be NULL. */
+static int side_ok(CUdeviceptr p, size_t n)
+{
+    struct sim_region reg;
+    if (sim_region_find(p, &reg))
+        return p != 0;
+    return n <= reg.size - (p - reg.base);
+}
+
+static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t n, int sync, CUstream s)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!side_ok(dst, n) || !side_ok(src, n))
+        return CUDA_ERROR_INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult peer_ctx_ok(CUcontext a, CUcontext b)
+{
+    return sim_handle_ok(a, SIM_K_CTX) && sim_handle_ok(b, SIM_K_CTX) ? CUDA_SUCCESS
+                                                                      : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return copy(dst, src, ByteCount, 1, NULL);
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return copy(dst, src, ByteCount, 1, NULL);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return copy(dst, src, ByteCount, 0, hStream);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return copy(dst, src, ByteCount, 0, hStream);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    if (ByteCount && (!sim_mem_range_ok(dstDevice, ByteCount) ||
+                      !sim_mem_range_ok(srcDevice, ByteCount)))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return copy(dstDevice, srcDevice, ByteCount, 0, hStream);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                   size_t ByteCount, CUstream hStream)
+{
+    return cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream);
+}
+
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                      CUcontext srcContext, size_t ByteCount)
+{
+    CUresult r = sim_check_init();
+    if (r == CUDA_SUCCESS)
+        r = peer_ctx_ok(dstContext, srcContext);
+    return r != CUDA_SUCCESS ? r : copy(dstDevice, srcDevice, ByteCount, 1, NULL);
+}
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                           CUcontext srcContext, size_t ByteCount)
+{
+    return cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount);
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                           CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    CUresult r = sim_check_init();
+    if (r == CUDA_SUCCESS)
+        r = peer_ctx_ok(dstContext, srcContext);
+    return r != CUDA_SUCCESS ? r : copy(dstDevice, srcDevice, ByteCount, 0, hStream);
+}
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext,
+                                CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount,
+                                CUstream hStream)
+{
+    return cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream);
+}

@@ -1,0 +1,82 @@
+/*
+ * memset.c: the memsets beyond D8/D32 (memcpy.c): 16-bit, asynchronous
+ * and 2D (pitched) ones.  They write the bytes at once; an asynchronous one
+ * checks its stream, a synchronous one orders after the context's work.
+ */
+#include <string.h>
+
+#include "sim.h"
+
+/* Fill a Height x Width (elements of elem bytes) block at pitch bytes. */
+static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
+                     size_t elem, int sync, CUstream s)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
+        return r;
+    if (width == 0 || height == 0)
+        return CUDA_SUCCESS;
+    if (width > SIZE_MAX / elem || (dst % elem) || (height > 1 && pitch < width * elem) ||
+        (height > 1 && pitch > SIZE_MAX / height))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t span = (height - 1) * pitch + width * elem;
+    if (!sim_mem_range_ok(dst, span))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t y = 0; y < height; y++) {
+        unsigned char *row = (unsigned char *)(uintptr_t)(dst + y * pitch);
+        if (elem == 1) {
+            memset(row, (int)(v & 0xff), width);
+        } else if (elem == 2) {
+            uint16_t h = (uint16_t)v;
+            for (size_t i = 0; i < width; i++)
+                memcpy(row + 2 * i, &h, 2);
+        } else {
+            for (size_t i = 0; i < width; i++)
+                memcpy(row + 4 * i, &v, 4);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+#define LINEAR(name, T, elem, sync)                                                           \
+    CUresult name(CUdeviceptr d, T v, size_t n) { return fill(d, 0, v, n, 1, elem, 1, NULL); }
+#define LINEAR_ASYNC(name, T, elem)                                                           \
+    CUresult name(CUdeviceptr d, T v, size_t n, CUstream s)                                   \
+    {                                                                                         \
+        return fill(d, 0, v, n, 1, elem, 0, s);                                               \
+    }
+#define PLANE(name, T, elem)                                                                  \
+    CUresult name(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h)                       \
+    {                                                                                         \
+        return fill(d, pitch, v, w, h, elem, 1, NULL);                                        \
+    }
+#define PLANE_ASYNC(name, T, elem)                                                            \
+    CUresult name(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream s)           \
+    {                                                                                         \
+        return fill(d, pitch, v, w, h, elem, 0, s);                                           \
+    }
+
+LINEAR(cuMemsetD16_v2, unsigned short, 2, 1)
+LINEAR(cuMemsetD16_v2_ptds, unsigned short, 2, 1)
+LINEAR_ASYNC(cuMemsetD8Async, unsigned char, 1)
+LINEAR_ASYNC(cuMemsetD8Async_ptsz, unsigned char, 1)
+LINEAR_ASYNC(cuMemsetD16Async, unsigned short, 2)
+LINEAR_ASYNC(cuMemsetD16Async_ptsz, unsigned short, 2)
+LINEAR_ASYNC(cuMemsetD32Async, unsigned int, 4)
+LINEAR_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 4)
+PLANE(cuMemsetD2D8_v2, unsigned char, 1)
+PLANE(cuMemsetD2D8_v2_ptds, unsigned char, 1)
+PLANE(cuMemsetD2D16_v2, unsigned short, 2)
+PLANE(cuMemsetD2D16_v2_ptds, unsigned short, 2)
+PLANE(cuMemsetD2D32_v2, unsigned int, 4)
+PLANE(cuMemsetD2D32_v2_ptds, unsigned int, 4)
+PLANE_ASYNC(cuMemsetD2D8Async, unsigned char, 1)
+PLANE_ASYNC(cuMemsetD2D8Async_ptsz, unsigned char, 1)
+PLANE_ASYNC(cuMemsetD2D16Async, unsigned short, 2)
+PLANE_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, 2)
+PLANE_ASYNC(cuMemsetD2D32Async, unsigned int, 4)
+PLANE_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, 4)

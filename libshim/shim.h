@@ -123,6 +123,7 @@ struct tgs_global {
     /* memory (ledger.c, ptrmap.c) */
     pthread_mutex_t ledger_mu;  /* OFD locks do not exclude threads of one process */
     uint64_t local_used;        /* static TGS_MEM_LIMIT mode */
+    int quota_reported;         /* the first quota refusal was reported (ledger.c) */
     struct tgs_ptrmap ptrs;
     struct tgs_ptrmap graphs;
 

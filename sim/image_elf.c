@@ -1,8 +1,9 @@
 /*
  * image_elf.c: cubins (ELF64, little-endian, machine EM_CUDA = 190).  The
- * symbol table gives the kernels (STT_FUNC; with the entry flag 0x10 in
- * st_other where the producer sets it) and the globals (STT_OBJECT, with
- * st_size).  Undefined symbols define nothing.  Every offset is checked
+ * symbol table gives the kernels (STT_FUNC with the entry flag 0x10 in
+ * st_other; other functions are device functions) and the globals
+ * (STT_OBJECT, with st_size: local ones too, nvcc makes a whole-program
+ * module's __device__ variables local).  Undefined symbols define nothing.  Every offset is checked
  * against the image: a truncated or inconsistent ELF is INVALID_IMAGE.
  * The writer builds the same kind of image for the JIT linker's output.
  */
@@ -69,11 +70,12 @@ CUresult sim_image_elf(const unsigned char *p, size_t n, struct sim_image *out)
             Elf64_Sym sym;
             memcpy(&sym, p + s.sh_offset + k * sizeof sym, sizeof sym);
             int type = ELF64_ST_TYPE(sym.st_info), bind = ELF64_ST_BIND(sym.st_info);
-            if (sym.st_shndx == SHN_UNDEF || bind == STB_LOCAL || sym.st_name >= str.sh_size)
+            if (sym.st_shndx == SHN_UNDEF || sym.st_name >= str.sh_size)
                 continue;
             const char *name = strtab + sym.st_name;
             size_t len = strnlen(name, str.sh_size - sym.st_name);
-            int kind = type == STT_FUNC ? SIM_SYM_KERNEL : type == STT_OBJECT ? SIM_SYM_GLOBAL : 0;
+            int entry = type == STT_FUNC && (sym.st_other & STO_CUDA_ENTRY) && bind != STB_LOCAL;
+            int kind = entry ? SIM_SYM_KERNEL : type == STT_OBJECT ? SIM_SYM_GLOBAL : 0;
             if (kind && sim_image_add(out, name, len, kind, kind == SIM_SYM_GLOBAL ? sym.st_size : 0))
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }

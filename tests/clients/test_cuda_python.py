@@ -1,0 +1,55 @@
+"""cuda-python (cuda.bindings.driver) on the simulator and under the shim with a quota."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from client_helpers import QUOTA, QuotaJob, quota_lines, require_module, run_json
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _needs_cuda_python() -> None:
+    require_module("cuda.bindings", "cuda-bindings")
+
+
+def _check_flow(out: dict[str, object]) -> None:
+    assert out["junk"] == "CUDA_ERROR_INVALID_IMAGE"
+    assert out["unknown_kernel"] == "CUDA_ERROR_NOT_FOUND"
+    assert out["global_size"] == 64  # .b8 table[64]
+    assert out["regs"] == 32 and out["occupancy_256"] == 8
+    assert out["roundtrip"] is True and out["memset"] is True
+    assert out["host_ptr_type"] == 1 and out["dev_ptr_type"] == 2  # HOST, DEVICE
+    assert out["host_func_called"] == 1
+    assert out["graph_nodes"] == 2
+    # 65536 threads x 1 ns per kernel: the event spans at least the kernel
+    assert float(out["elapsed_ms"]) >= 0.0655  # type: ignore[arg-type]
+    # three replays of two kernel nodes: the sum of their times
+    assert float(out["graph_replay_ms"]) >= 6 * 0.0655  # type: ignore[arg-type]
+
+
+def test_driver_flow_on_the_simulator(sim_env: dict[str, str]) -> None:
+    r = run_json("cuda_python_flow.py", sim_env, "-", str(1 << 40))
+    _check_flow(r.out)
+    assert r.out["driver_version"] == 13000 and r.out["sms"] == 108
+    assert r.out["too_big"] == "CUDA_ERROR_OUT_OF_MEMORY"
+
+
+def test_nvcc_cubin_module_and_library(sim_env: dict[str, str],
+                                       nvcc_kernels: dict[str, Path]) -> None:
+    r = run_json("cuda_python_flow.py", sim_env, str(nvcc_kernels["cubin"]))
+    _check_flow(r.out)
+    assert r.out["cubin_global_size"] == 400  # float gbuf[100]
+    assert r.out["cubin_library_kernel"] == "CUDA_SUCCESS"
+
+
+def test_driver_flow_under_the_shim_with_a_quota(quota_job: QuotaJob) -> None:
+    r = run_json("cuda_python_flow.py", quota_job.env, "-", str(2 * QUOTA))
+    _check_flow(r.out)
+    assert r.out["mem_total"] == QUOTA  # the device shows the job's quota
+    assert r.out["too_big"] == "CUDA_ERROR_OUT_OF_MEMORY"
+    lines = quota_lines(r.stderr)
+    assert len(lines) == 1 and "'client-job'" in lines[0] and str(QUOTA) in lines[0]
+    assert quota_job.seg.ledger()[0] == 0  # everything was given back at exit

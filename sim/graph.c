@@ -1,30 +1,498 @@
 /*
- * graph.c: CUDA graphs of kernel nodes.  Nodes run in insertion order (the
- * device runs one kernel at a time, so dependencies cannot change timing);
- * a launch enqueues every kernel, so it takes the sum of their times.
+ * graph.c: building CUDA graphs: every node kind a framework records
+ * (kernel, memcpy, memset, host, event record and wait, empty, child graph,
+ * memory alloc and free), their dependencies, queries and clones.
+ * graph_exec.c instantiates and runs them.  A memory-alloc node allocates
+ * its device memory when it is added (so its address is known, as the API
+ * promises) and keeps it until the graph is destroyed or it is freed.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "graph.h"
 
-struct CUgraphNode_st {
-    struct sim_obj obj;
-    struct CUgraph_st *graph;
+static CUresult graph_ok(CUgraph g)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_handle_ok(g, SIM_K_GRAPH) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult node_ok(CUgraphNode n, int type)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_handle_ok(n, SIM_K_NODE) || (type >= 0 && n->w.type != (CUgraphNodeType)type))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* Add a node of work w, depending on deps[0..nd). */
+static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
+                    const struct sim_gwork *w)
+{
+    CUresult r = graph_ok(g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || (nd && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < nd; i++)
+        if (!sim_handle_ok(deps[i], SIM_K_NODE) || deps[i]->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphNode_st *n = calloc(1, sizeof *n);
+    struct CUgraphNode_st **arr = realloc(g->nodes, (g->n + 1) * sizeof *arr);
+    if (arr)
+        g->nodes = arr;
+    if (!n || !arr || (nd && !(n->deps = malloc(nd * sizeof *n->deps)))) {
+        free(n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (nd)
+        memcpy(n->deps, deps, nd * sizeof *deps);
+    n->ndeps = nd;
+    n->obj.kind = SIM_K_NODE;
+    n->graph = g;
+    n->w = *w;
+    g->nodes[g->n++] = n;
+    sim_handle_add(n);
+    *out = n;
+    return CUDA_SUCCESS;
+}
+
+static int kernel_ok(const CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    return (sim_handle_ok(p->func, SIM_K_FUNC) || sim_handle_ok(p->func, SIM_K_KERNEL) ||
+            (!p->func && sim_handle_ok(p->kern, SIM_K_KERNEL))) &&
+           p->gridDimX && p->gridDimY && p->gridDimZ && p->blockDimX && p->blockDimY &&
+           p->blockDimZ && !(p->kernelParams && p->extra);
+}
+
+static void kernel_norm(CUDA_KERNEL_NODE_PARAMS_v2 *p)
+{
+    if (!p->func && p->kern)
+        p->func = (CUfunction)(void *)p->kern; /* a CUkernel launches as its function */
+}
+
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                 const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
+{
+    if (!nodeParams || !kernel_ok(nodeParams))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_KERNEL};
+    w.u.kernel = *nodeParams;
+    kernel_norm(&w.u.kernel);
+    return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+}
+
+static void v1_to_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAMS_v2 *b)
+{
+    memset(b, 0, sizeof *b);
+    memcpy(b, a, sizeof *a); /* v2 extends v1 */
+}
+
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    if (!nodeParams)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS_v2 p;
-};
+    v1_to_v2(nodeParams, &p);
+    return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &p);
+}
 
-struct CUgraph_st {
-    struct sim_obj obj;
-    struct CUgraphNode_st **nodes;
-    size_t n;
-};
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    (void)ctx;
+    if (!copyParams || copyParams->srcMemoryType == CU_MEMORYTYPE_ARRAY ||
+        copyParams->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return sim_check_init() ? sim_check_init()
+               : copyParams     ? CUDA_ERROR_NOT_SUPPORTED
+                                : CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
+    w.u.copy = *copyParams;
+    return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+}
 
-struct CUgraphExec_st {
-    struct sim_obj obj;
-    CUDA_KERNEL_NODE_PARAMS_v2 *k;
-    size_t n;
-};
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    (void)ctx;
+    const CUDA_MEMSET_NODE_PARAMS *m = memsetParams;
+    if (!m || (m->elementSize != 1 && m->elementSize != 2 && m->elementSize != 4) ||
+        !sim_mem_range_ok(m->dst, 1))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_MEMSET};
+    w.u.memset = *m;
+    return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+}
+
+CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                            const CUgraphNode *dependencies, size_t numDependencies,
+                            const CUDA_HOST_NODE_PARAMS *nodeParams)
+{
+    if (!nodeParams || !nodeParams->fn)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_HOST};
+    w.u.host = *nodeParams;
+    return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+}
+
+CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                             const CUgraphNode *dependencies, size_t numDependencies)
+{
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_EMPTY};
+    return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+}
+
+static CUresult add_event(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
+                          CUevent e, CUgraphNodeType type)
+{
+    if (!sim_handle_ok(e, SIM_K_EVENT))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = type};
+    w.u.event = e;
+    return add(out, g, deps, nd, &w);
+}
+
+CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                   const CUgraphNode *dependencies, size_t numDependencies,
+                                   CUevent event)
+{
+    return add_event(phGraphNode, hGraph, dependencies, numDependencies, event,
+                     CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                 CUevent event)
+{
+    return add_event(phGraphNode, hGraph, dependencies, numDependencies, event,
+                     CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                  CUgraph childGraph)
+{
+    CUresult r = graph_ok(childGraph);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (childGraph == hGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_GRAPH};
+    if ((r = sim_graph_clone(childGraph, &w.u.child)) != CUDA_SUCCESS)
+        return r;
+    r = add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+    if (r != CUDA_SUCCESS)
+        sim_graph_free(w.u.child);
+    return r;
+}
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies, size_t numDependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    CUresult r = graph_ok(hGraph);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!nodeParams || !nodeParams->bytesize ||
+        nodeParams->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC};
+    w.u.alloc = *nodeParams;
+    if ((r = sim_mem_alloc(&w.u.alloc.dptr, nodeParams->bytesize, SIM_R_GRAPH, 0)))
+        return r;
+    r = add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+    if (r != CUDA_SUCCESS) {
+        sim_mem_free(w.u.alloc.dptr, 1 << SIM_R_GRAPH);
+        return r;
+    }
+    nodeParams->dptr = w.u.alloc.dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                               const CUgraphNode *dependencies, size_t numDependencies,
+                               CUdeviceptr dptr)
+{
+    struct sim_region reg;
+    if (sim_region_find(dptr, &reg) || reg.base != dptr || reg.kind != SIM_R_GRAPH)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
+    w.u.free_ptr = dptr;
+    return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
+}
+
+/* ---- node queries and updates ---- */
+
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
+{
+    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
+    if (r != CUDA_SUCCESS || !nodeParams)
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    *nodeParams = hNode->w.u.kernel;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    CUDA_KERNEL_NODE_PARAMS_v2 p;
+    if (!nodeParams)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuGraphKernelNodeGetParams_v2(hNode, &p);
+    if (r == CUDA_SUCCESS)
+        memcpy(nodeParams, &p, sizeof *nodeParams);
+    return r;
+}
+
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
+{
+    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!nodeParams || !kernel_ok(nodeParams))
+        return CUDA_ERROR_INVALID_VALUE;
+    hNode->w.u.kernel = *nodeParams;
+    kernel_norm(&hNode->w.u.kernel);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    if (!nodeParams)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS_v2 p;
+    v1_to_v2(nodeParams, &p);
+    return cuGraphKernelNodeSetParams_v2(hNode, &p);
+}
+
+#define GETTER(name, type, T, field)                                                       \
+    CUresult name(CUgraphNode hNode, T *out)                                               \
+    {                                                                                      \
+        CUresult r = node_ok(hNode, type);                                                 \
+        if (r != CUDA_SUCCESS || !out)                                                     \
+            return r ? r : CUDA_ERROR_INVALID_VALUE;                                       \
+        *out = hNode->w.u.field;                                                           \
+        return CUDA_SUCCESS;                                                               \
+    }
+
+GETTER(cuGraphMemcpyNodeGetParams, CU_GRAPH_NODE_TYPE_MEMCPY, CUDA_MEMCPY3D, copy)
+GETTER(cuGraphMemsetNodeGetParams, CU_GRAPH_NODE_TYPE_MEMSET, CUDA_MEMSET_NODE_PARAMS, memset)
+GETTER(cuGraphHostNodeGetParams, CU_GRAPH_NODE_TYPE_HOST, CUDA_HOST_NODE_PARAMS, host)
+GETTER(cuGraphEventRecordNodeGetEvent, CU_GRAPH_NODE_TYPE_EVENT_RECORD, CUevent, event)
+GETTER(cuGraphEventWaitNodeGetEvent, CU_GRAPH_NODE_TYPE_WAIT_EVENT, CUevent, event)
+GETTER(cuGraphChildGraphNodeGetGraph, CU_GRAPH_NODE_TYPE_GRAPH, CUgraph, child)
+GETTER(cuGraphMemAllocNodeGetParams, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CUDA_MEM_ALLOC_NODE_PARAMS,
+       alloc)
+GETTER(cuGraphMemFreeNodeGetParams, CU_GRAPH_NODE_TYPE_MEM_FREE, CUdeviceptr, free_ptr)
+
+CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    CUresult r = node_ok(hNode, -1);
+    if (r != CUDA_SUCCESS || !type)
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    *type = hNode->w.type;
+    return CUDA_SUCCESS;
+}
+
+/* Copy up to *n of the m items out, or say how many there are. */
+static void list_out(CUgraphNode *dst, size_t *n, CUgraphNode const *src, size_t m)
+{
+    if (!dst) {
+        *n = m;
+        return;
+    }
+    for (size_t i = 0; i < *n; i++)
+        dst[i] = i < m ? src[i] : NULL;
+    if (*n > m)
+        *n = m;
+}
+
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    CUresult r = graph_ok(hGraph);
+    if (r != CUDA_SUCCESS || !numNodes)
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    list_out(nodes, numNodes, hGraph->nodes, hGraph->n);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
+{
+    CUresult r = graph_ok(hGraph);
+    if (r != CUDA_SUCCESS || !numRootNodes)
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    CUgraphNode *roots = malloc((hGraph->n + 1) * sizeof *roots);
+    if (!roots)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t m = 0;
+    for (size_t i = 0; i < hGraph->n; i++)
+        if (!hGraph->nodes[i]->ndeps)
+            roots[m++] = hGraph->nodes[i];
+    list_out(rootNodes, numRootNodes, roots, m);
+    free(roots);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                            CUgraphEdgeData *edgeData, size_t *numEdges)
+{
+    CUresult r = graph_ok(hGraph);
+    if (r != CUDA_SUCCESS || !numEdges || (!from) != (!to))
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    size_t m = 0;
+    for (size_t i = 0; i < hGraph->n; i++)
+        for (size_t j = 0; j < hGraph->nodes[i]->ndeps; j++, m++)
+            if (from && m < *numEdges) {
+                from[m] = hGraph->nodes[i]->deps[j];
+                to[m] = hGraph->nodes[i];
+                if (edgeData)
+                    memset(&edgeData[m], 0, sizeof *edgeData);
+            }
+    if (from && *numEdges > m)
+        for (size_t k = m; k < *numEdges; k++)
+            from[k] = to[k] = NULL;
+    if (!from || *numEdges > m)
+        *numEdges = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
+{
+    return cuGraphGetEdges_v2(hGraph, from, to, NULL, numEdges);
+}
+
+static int default_edge(const CUgraphEdgeData *e)
+{
+    static const CUgraphEdgeData zero;
+    return !e || !memcmp(e, &zero, sizeof zero);
+}
+
+CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                   const CUgraphEdgeData *edgeData, size_t numDependencies)
+{
+    CUresult r = graph_ok(hGraph);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (numDependencies && (!from || !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < numDependencies; i++) {
+        if (!sim_handle_ok(from[i], SIM_K_NODE) || !sim_handle_ok(to[i], SIM_K_NODE) ||
+            from[i]->graph != hGraph || to[i]->graph != hGraph || from[i] == to[i] ||
+            !default_edge(edgeData ? &edgeData[i] : NULL))
+            return CUDA_ERROR_INVALID_VALUE;
+        struct CUgraphNode_st *t = to[i];
+        struct CUgraphNode_st **d = realloc(t->deps, (t->ndeps + 1) * sizeof *d);
+        if (!d)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        t->deps = d;
+        d[t->ndeps++] = from[i];
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                size_t numDependencies)
+{
+    return cuGraphAddDependencies_v2(hGraph, from, to, NULL, numDependencies);
+}
+
+/* ---- lifetime ---- */
+
+static void node_free(struct CUgraphNode_st *n)
+{
+    sim_handle_del(n);
+    if (n->w.type == CU_GRAPH_NODE_TYPE_GRAPH)
+        sim_graph_free(n->w.u.child);
+    else if (n->w.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        sim_mem_free(n->w.u.alloc.dptr, 1 << SIM_R_GRAPH); /* unless freed already */
+    free(n->deps);
+    n->obj.kind = 0;
+    free(n);
+}
+
+CUresult cuGraphDestroyNode(CUgraphNode hNode)
+{
+    CUresult r = node_ok(hNode, -1);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUgraph_st *g = hNode->graph;
+    size_t k = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        struct CUgraphNode_st *n = g->nodes[i];
+        if (n == hNode)
+            continue;
+        size_t m = 0; /* drop the edges that touch it */
+        for (size_t j = 0; j < n->ndeps; j++)
+            if (n->deps[j] != hNode)
+                n->deps[m++] = n->deps[j];
+        n->ndeps = m;
+        g->nodes[k++] = n;
+    }
+    g->n = k;
+    node_free(hNode);
+    return CUDA_SUCCESS;
+}
+
+void sim_graph_free(struct CUgraph_st *g)
+{
+    sim_handle_del(g);
+    for (size_t i = 0; i < g->n; i++)
+        node_free(g->nodes[i]);
+    free(g->nodes);
+    g->obj.kind = 0;
+    free(g);
+}
+
+CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out)
+{
+    CUgraph c = NULL;
+    CUresult r = cuGraphCreate(&c, 0);
+    for (size_t i = 0; r == CUDA_SUCCESS && i < g->n; i++) {
+        const struct CUgraphNode_st *n = g->nodes[i];
+        struct sim_gwork w = n->w;
+        if (w.type == CU_GRAPH_NODE_TYPE_GRAPH)
+            r = sim_graph_clone(n->w.u.child, &w.u.child);
+        else if (w.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            w.type = CU_GRAPH_NODE_TYPE_EMPTY; /* the original owns the memory */
+        CUgraphNode *deps = malloc((n->ndeps + 1) * sizeof *deps);
+        if (r == CUDA_SUCCESS && !deps)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t j = 0; r == CUDA_SUCCESS && j < n->ndeps; j++) {
+            size_t k = 0; /* the dependency's position: nodes come in the same order */
+            while (g->nodes[k] != n->deps[j])
+                k++;
+            deps[j] = c->nodes[k];
+        }
+        CUgraphNode made;
+        if (r == CUDA_SUCCESS)
+            r = add(&made, c, deps, n->ndeps, &w);
+        free(deps);
+    }
+    if (r != CUDA_SUCCESS) {
+        if (c)
+            sim_graph_free(c);
+        return r;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+    CUresult r = graph_ok(originalGraph);
+    if (r != CUDA_SUCCESS || !phGraphClone)
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    return sim_graph_clone(originalGraph, phGraphClone);
+}
 
 CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
@@ -42,221 +510,11 @@ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                 const CUgraphNode *dependencies, size_t numDependencies,
-                                 const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!phGraphNode || !nodeParams || (numDependencies && !dependencies))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_handle_ok(hGraph, SIM_K_GRAPH))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < numDependencies; i++)
-        if (!sim_handle_ok(dependencies[i], SIM_K_NODE) || dependencies[i]->graph != hGraph)
-            return CUDA_ERROR_INVALID_VALUE;
-    if (!(sim_handle_ok(nodeParams->func, SIM_K_FUNC) || sim_handle_ok(nodeParams->func, SIM_K_KERNEL)) ||
-        !nodeParams->gridDimX || !nodeParams->gridDimY || !nodeParams->gridDimZ ||
-        !nodeParams->blockDimX || !nodeParams->blockDimY || !nodeParams->blockDimZ ||
-        (nodeParams->kernelParams && nodeParams->extra))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct CUgraphNode_st *n = calloc(1, sizeof *n);
-    struct CUgraphNode_st **arr = realloc(hGraph->nodes, (hGraph->n + 1) * sizeof *arr);
-    if (!n || !arr) {
-        free(n);
-        if (arr)
-            hGraph->nodes = arr;
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    n->obj.kind = SIM_K_NODE;
-    n->graph = hGraph;
-    n->p = *nodeParams;
-    hGraph->nodes = arr;
-    arr[hGraph->n++] = n;
-    sim_handle_add(n);
-    *phGraphNode = n;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
-                              const CUgraphNode *dependencies, size_t numDependencies,
-                              const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    if (!nodeParams)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    CUDA_KERNEL_NODE_PARAMS_v2 p;
-    memset(&p, 0, sizeof p);
-    memcpy(&p, nodeParams, sizeof *nodeParams); /* v2 extends v1 */
-    return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &p);
-}
-
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!nodeParams || !sim_handle_ok(hNode, SIM_K_NODE))
-        return CUDA_ERROR_INVALID_VALUE;
-    *nodeParams = hNode->p;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    CUDA_KERNEL_NODE_PARAMS_v2 p;
-    if (!nodeParams)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    CUresult r = cuGraphKernelNodeGetParams_v2(hNode, &p);
-    if (r == CUDA_SUCCESS)
-        memcpy(nodeParams, &p, sizeof *nodeParams);
-    return r;
-}
-
-CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!numNodes || !sim_handle_ok(hGraph, SIM_K_GRAPH))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (nodes) {
-        for (size_t i = 0; i < *numNodes; i++)
-            nodes[i] = i < hGraph->n ? hGraph->nodes[i] : NULL;
-        if (*numNodes > hGraph->n)
-            *numNodes = hGraph->n;
-    } else {
-        *numNodes = hGraph->n;
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!type || !sim_handle_ok(hNode, SIM_K_NODE))
-        return CUDA_ERROR_INVALID_VALUE;
-    *type = CU_GRAPH_NODE_TYPE_KERNEL;
-    return CUDA_SUCCESS;
-}
-
-static CUresult instantiate(CUgraphExec *out, CUgraph g)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!out || !sim_handle_ok(g, SIM_K_GRAPH))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct CUgraphExec_st *e = calloc(1, sizeof *e);
-    if (!e)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    e->k = calloc(g->n ? g->n : 1, sizeof *e->k);
-    if (!e->k) {
-        free(e);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    for (size_t i = 0; i < g->n; i++)
-        e->k[i] = g->nodes[i]->p;
-    e->n = g->n;
-    e->obj.kind = SIM_K_EXEC;
-    sim_handle_add(e);
-    *out = e;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                     unsigned long long flags)
-{
-    if (flags & ~0xfull)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return instantiate(phGraphExec, hGraph);
-}
-
-CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                               char *logBuffer, size_t bufferSize)
-{
-    if (phErrorNode)
-        *phErrorNode = NULL;
-    if (logBuffer && bufferSize)
-        logBuffer[0] = 0;
-    return instantiate(phGraphExec, hGraph);
-}
-
-CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                            char *logBuffer, size_t bufferSize)
-{
-    return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-}
-
-CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    if (!instantiateParams)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, instantiateParams->flags & 0xf);
-    instantiateParams->hErrNode_out = NULL;
-    instantiateParams->result_out =
-        r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-    return r;
-}
-
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    return cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams);
-}
-
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!sim_handle_ok(hGraphExec, SIM_K_EXEC))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < hGraphExec->n && r == CUDA_SUCCESS; i++) {
-        const CUDA_KERNEL_NODE_PARAMS_v2 *k = &hGraphExec->k[i];
-        r = sim_launch(k->func, k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
-                       k->blockDimZ, hStream, 0);
-    }
-    return r;
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return cuGraphLaunch(hGraphExec, hStream);
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!sim_handle_ok(hGraphExec, SIM_K_EXEC))
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_handle_del(hGraphExec);
-    hGraphExec->obj.kind = 0;
-    free(hGraphExec->k);
-    free(hGraphExec);
-    return CUDA_SUCCESS;
-}
-
 CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult r = sim_check_init();
+    CUresult r = graph_ok(hGraph);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!sim_handle_ok(hGraph, SIM_K_GRAPH))
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_handle_del(hGraph);
-    for (size_t i = 0; i < hGraph->n; i++) {
-        sim_handle_del(hGraph->nodes[i]);
-        hGraph->nodes[i]->obj.kind = 0;
-        free(hGraph->nodes[i]);
-    }
-    free(hGraph->nodes);
-    hGraph->obj.kind = 0;
-    free(hGraph);
+    sim_graph_free(hGraph);
     return CUDA_SUCCESS;
 }

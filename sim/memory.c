@@ -177,7 +177,7 @@ CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
     return sim_mem_account(reg.dev, -(int64_t)reg.acct, reg.kind == SIM_R_MANAGED);
 }
 
-#define FREEABLE ((1 << SIM_R_DEVICE) | (1 << SIM_R_MANAGED))
+#define FREEABLE ((1 << SIM_R_DEVICE) | (1 << SIM_R_MANAGED) | (1 << SIM_R_GRAPH))
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {

@@ -8,16 +8,11 @@
 #include "sim.h"
 
 /* Fill a Height x Width (elements of elem bytes) block at pitch bytes. */
-static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
-                     size_t elem, int sync, CUstream s)
+CUresult sim_fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
+                  size_t elem)
 {
-    struct CUctx_st *ctx;
-    struct CUstream_st *obj;
-    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
-        return r;
+    if (elem != 1 && elem != 2 && elem != 4)
+        return CUDA_ERROR_INVALID_VALUE;
     if (width == 0 || height == 0)
         return CUDA_SUCCESS;
     if (width > SIZE_MAX / elem || (dst % elem) || (height > 1 && pitch < width * elem) ||
@@ -40,6 +35,19 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width
         }
     }
     return CUDA_SUCCESS;
+}
+
+static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
+                     size_t elem, int sync, CUstream s)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
+        return r;
+    return sim_fill(dst, pitch, v, width, height, elem);
 }
 
 #define LINEAR(name, T, elem, sync)                                                           \

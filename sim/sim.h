@@ -222,7 +222,8 @@ CUresult sim_stream_sync(CUstream s);
 /* SIM_R_HOST: page-locked host memory the simulator allocated;
  * SIM_R_HOST_REG: the program's memory, registered (not owned). */
 enum sim_region_kind {
-    SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP, SIM_R_MODULE, SIM_R_HOST, SIM_R_HOST_REG
+    SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP, SIM_R_MODULE, SIM_R_HOST, SIM_R_HOST_REG,
+    SIM_R_GRAPH /* a graph's mem-alloc node */
 };
 struct sim_region {
     uint64_t base;
@@ -256,6 +257,12 @@ CUresult sim_library_module(struct CUlib_st *lib, struct CUmod_st **out);
 int sim_func_attr(const struct CUfunc_st *f, int attr);
 /* read a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile) */
 CUresult sim_read_file(const char *path, void **data, size_t *size);
+
+/* copy3d.c: a descriptor copy, done at once (callers order it) */
+CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
+/* memset.c: a pitched fill of elem-byte values, done at once */
+CUresult sim_fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
+                  size_t elem);
 
 /* launch.c: compute a launch's simulated duration and enqueue it */
 CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,

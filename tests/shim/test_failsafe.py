@@ -52,7 +52,8 @@ def test_bad_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> No
     _corrupt(job.seg.path, "magic")
     env = dict(job.env, TGS_MEM_LIMIT="2M")
     out, lines = _run(probe_bin, env, "init", "alloc:1500000", "alloc:1000000")
-    assert out[1:] == ["alloc 0", "alloc 2"] and len(lines) == 1
+    assert out[1:] == ["alloc 0", "alloc 2"] and len(lines) == 2
+    assert "job 'TGS_MEM_LIMIT': the memory quota refused an allocation of 1000000" in lines[1]
 
 
 @pytest.mark.parametrize("value", ["lots", "12XB", "-5", "99999999999999999999G"])

@@ -1,0 +1,133 @@
+/*
+ * copy3d.c: the descriptor copies (cuMemcpy2D, cuMemcpy3D and their async
+ * forms; graph memcpy nodes).  Host, device and unified sides with pitches
+ * and offsets; a side that is a CUDA array has no backing bytes in the
+ * simulator (arrays are accounted, not stored): NOT_SUPPORTED.
+ */
+#include <string.h>
+
+#include "sim.h"
+
+/* Base address of a side, or 0 with *err set. */
+static uintptr_t side(CUmemorytype t, const void *host, CUdeviceptr dev, CUresult *err)
+{
+    switch (t) {
+    case CU_MEMORYTYPE_HOST:
+        return (uintptr_t)host;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        return (uintptr_t)dev;
+    case CU_MEMORYTYPE_ARRAY:
+        *err = CUDA_ERROR_NOT_SUPPORTED;
+        return 0;
+    default:
+        *err = CUDA_ERROR_INVALID_VALUE;
+        return 0;
+    }
+}
+
+/* A device side must lie inside one allocation, over its whole span. */
+static int span_ok(CUmemorytype t, uintptr_t first, size_t span)
+{
+    if (t != CU_MEMORYTYPE_DEVICE)
+        return first != 0;
+    return sim_mem_range_ok(first, span);
+}
+
+CUresult sim_copy3d(const CUDA_MEMCPY3D *c)
+{
+    CUresult err = CUDA_ERROR_INVALID_VALUE;
+    if (!c)
+        return err;
+    uintptr_t s = side(c->srcMemoryType, c->srcHost, c->srcDevice, &err);
+    uintptr_t d = side(c->dstMemoryType, c->dstHost, c->dstDevice, &err);
+    if (!s || !d)
+        return err;
+    size_t w = c->WidthInBytes, h = c->Height ? c->Height : 1, dep = c->Depth ? c->Depth : 1;
+    if (w == 0)
+        return CUDA_SUCCESS;
+    size_t sp = c->srcPitch ? c->srcPitch : w, dp = c->dstPitch ? c->dstPitch : w;
+    size_t sh = c->srcHeight ? c->srcHeight : h, dh = c->dstHeight ? c->dstHeight : h;
+    if (sp < w || dp < w || sh < h || dh < h)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t s0 = s + c->srcXInBytes + c->srcY * sp + c->srcZ * sp * sh;
+    uintptr_t d0 = d + c->dstXInBytes + c->dstY * dp + c->dstZ * dp * dh;
+    size_t sspan = (dep - 1) * sp * sh + (h - 1) * sp + w;
+    size_t dspan = (dep - 1) * dp * dh + (h - 1) * dp + w;
+    if (!span_ok(c->srcMemoryType, s0, sspan) || !span_ok(c->dstMemoryType, d0, dspan))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t z = 0; z < dep; z++)
+        for (size_t y = 0; y < h; y++)
+            memmove((void *)(d0 + z * dp * dh + y * dp), (const void *)(s0 + z * sp * sh + y * sp),
+                    w);
+    return CUDA_SUCCESS;
+}
+
+static void from2d(const CUDA_MEMCPY2D *p, CUDA_MEMCPY3D *c)
+{
+    memset(c, 0, sizeof *c);
+    c->srcXInBytes = p->srcXInBytes;
+    c->srcY = p->srcY;
+    c->srcMemoryType = p->srcMemoryType;
+    c->srcHost = p->srcHost;
+    c->srcDevice = p->srcDevice;
+    c->srcArray = p->srcArray;
+    c->srcPitch = p->srcPitch;
+    c->dstXInBytes = p->dstXInBytes;
+    c->dstY = p->dstY;
+    c->dstMemoryType = p->dstMemoryType;
+    c->dstHost = p->dstHost;
+    c->dstDevice = p->dstDevice;
+    c->dstArray = p->dstArray;
+    c->dstPitch = p->dstPitch;
+    c->WidthInBytes = p->WidthInBytes;
+    c->Height = p->Height;
+    c->Depth = 1;
+}
+
+static CUresult run(const CUDA_MEMCPY3D *c, int sync, CUstream s)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
+        return r;
+    return sim_copy3d(c);
+}
+
+static CUresult run2d(const CUDA_MEMCPY2D *p, int sync, CUstream s)
+{
+    CUDA_MEMCPY3D c;
+    if (!p)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    from2d(p, &c);
+    return run(&c, sync, s);
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { return run2d(pCopy, 1, NULL); }
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return run2d(pCopy, 1, NULL); }
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { return run2d(pCopy, 1, NULL); }
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return run2d(pCopy, 1, NULL);
+}
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return run2d(pCopy, 0, hStream);
+}
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return run2d(pCopy, 0, hStream);
+}
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { return run(pCopy, 1, NULL); }
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { return run(pCopy, 1, NULL); }
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return run(pCopy, 0, hStream);
+}
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return run(pCopy, 0, hStream);
+}

@@ -1,0 +1,63 @@
+/*
+ * graph.h: the simulator's CUDA graphs (graph.c builds them, graph_exec.c
+ * instantiates and runs them).
+ */
+#ifndef TGS_SIM_GRAPH_H
+#define TGS_SIM_GRAPH_H
+
+#include "sim.h"
+
+#pragma GCC visibility push(hidden)
+
+/* What a node does; also one step of an executable graph. */
+struct sim_gwork {
+    CUgraphNodeType type;
+    union {
+        CUDA_KERNEL_NODE_PARAMS_v2 kernel;
+        CUDA_MEMCPY3D copy;
+        CUDA_MEMSET_NODE_PARAMS memset;
+        CUDA_HOST_NODE_PARAMS host;
+        CUevent event;
+        struct CUgraph_st *child; /* the node's own copy of the child graph */
+        CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+        CUdeviceptr free_ptr;
+    } u;
+};
+
+struct CUgraphNode_st {
+    struct sim_obj obj;
+    struct CUgraph_st *graph;
+    struct sim_gwork w;
+    struct CUgraphNode_st **deps; /* nodes this one depends on */
+    size_t ndeps;
+};
+
+struct CUgraph_st {
+    struct sim_obj obj;
+    struct CUgraphNode_st **nodes; /* in insertion order */
+    size_t n;
+};
+
+/* An executable graph: its nodes' work in a dependency order, child graphs
+ * inlined; src is the node of the instantiated graph a step came from
+ * (NULL inside a child graph). */
+struct sim_gstep {
+    struct sim_gwork w;
+    struct CUgraphNode_st *src;
+};
+
+struct CUgraphExec_st {
+    struct sim_obj obj;
+    struct sim_gstep *steps;
+    size_t n;
+};
+
+/* graph.c */
+CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out);
+void sim_graph_free(struct CUgraph_st *g);
+/* graph_exec.c: a graph's steps, in order (malloc'ed) */
+CUresult sim_graph_steps(struct CUgraph_st *g, struct sim_gstep **out, size_t *n);
+
+#pragma GCC visibility pop
+
+#endif /* TGS_SIM_GRAPH_H */

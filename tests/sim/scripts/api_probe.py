@@ -1,0 +1,302 @@
+"""Drive the simulated driver through ctypes, one scenario per run; prints one JSON object.
+
+Run as a child process (the simulator's state file comes from the environment):
+    python api_probe.py <scenario> [args...]
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import json
+import struct
+import sys
+
+cu = C.CDLL("libcuda.so.1")
+out: dict[str, object] = {}
+
+u64, vp = C.c_uint64, C.c_void_p
+
+
+def call(name: str, *args: object) -> int:
+    return int(getattr(cu, name)(*args))
+
+
+def ok(name: str, *args: object) -> None:
+    r = call(name, *args)
+    if r:
+        raise RuntimeError(f"{name} -> {r}")
+
+
+def setup() -> C.c_void_p:
+    ok("cuInit", 0)
+    dev, ctx = C.c_int(), vp()
+    ok("cuDeviceGet", C.byref(dev), 0)
+    ok("cuDevicePrimaryCtxRetain", C.byref(ctx), dev)
+    ok("cuCtxSetCurrent", ctx)
+    return ctx
+
+
+def load(img: bytes) -> tuple[int, vp]:
+    mod = vp()
+    return call("cuModuleLoadData", C.byref(mod), C.c_char_p(img)), mod
+
+
+def get_fn(mod: vp, name: bytes) -> int:
+    f = vp()
+    return call("cuModuleGetFunction", C.byref(f), mod, name)
+
+
+def global_size(mod: vp, name: bytes) -> int | str:
+    d, n = u64(), C.c_size_t()
+    r = call("cuModuleGetGlobal_v2", C.byref(d), C.byref(n), mod, name)
+    return n.value if r == 0 else f"error {r}"
+
+
+PTX = b"""//
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .global .align 4 .u32 elsewhere;
+.global .align 4 .u32 counter;
+.visible .global .align 8 .b8 table[16][4];
+.global .v4 .f32 quad;
+.const .align 8 .u64 a, b[3];
+.visible .const .align 4 .f32 init[3] = {1.0, 2.0, 3.0};
+.extern .func helper(.param .u32 x);
+.visible .entry first(.param .u64 p)
+{
+  .reg .u32 %r<2>;
+  ld.global.u32 %r1, [counter];
+  ret;
+}
+/* .entry commented_out() */
+.entry second()
+{
+  ret;
+}
+"""
+
+
+def scenario_images() -> None:
+    setup()
+    out["junk"] = load(b"this is not a module image")[0]
+    out["empty_text"] = load(b"\n\n")[0]
+    out["binary_bytes"] = load(b"\x01\x02\x03\x04garbage")[0]
+    out["bad_elf"] = load(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8)[0]
+    out["truncated_fatbin"] = load(struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 20))[0]
+    r, mod = load(PTX)
+    out["ptx"] = r
+    out["kernels"] = [get_fn(mod, n) for n in (b"first", b"second", b"commented_out", b"helper")]
+    out["globals"] = {n: global_size(mod, n.encode())
+                      for n in ("counter", "table", "quad", "a", "b", "init", "elsewhere")}
+    out["annotated"] = get_fn(load(b"// tgs-sim: cost k 2.0\n")[1], b"k")
+    ok("cuModuleUnload", mod)
+
+
+def scenario_link() -> None:
+    setup()
+    state, img, size = vp(), vp(), C.c_size_t()
+    ok("cuLinkCreate_v2", 0, None, None, C.byref(state))
+    a = b".version 8.0\n.target sm_90\n.global .u32 ga[8];\n.entry ka()\n{\nret;\n}\n"
+    b = b".version 8.0\n.target sm_90\n// tgs-sim: cost kb 3.0\n.entry kb()\n{\nret;\n}\n"
+    ok("cuLinkAddData_v2", state, 1, a, len(a), b"a.ptx", 0, None, None)
+    ok("cuLinkAddData_v2", state, 1, b, len(b), b"b.ptx", 0, None, None)
+    junk = b"not ptx at all"
+    out["add_junk"] = call("cuLinkAddData_v2", state, 1, junk, len(junk), b"j", 0, None, None)
+    out["add_object"] = call("cuLinkAddData_v2", state, 3, a, len(a), b"o", 0, None, None)
+    ok("cuLinkComplete", state, C.byref(img), C.byref(size))
+    cubin = C.string_at(img, size.value)
+    out["elf"] = cubin[:4] == b"\x7fELF"
+    mod = vp()
+    ok("cuModuleLoadData", C.byref(mod), C.c_char_p(cubin))
+    out["kernels"] = [get_fn(mod, n) for n in (b"ka", b"kb", b"kc")]
+    out["ga"] = global_size(mod, b"ga")
+    ok("cuLinkDestroy", state)
+
+
+def scenario_library() -> None:
+    ok("cuInit", 0)
+    lib, kern, fn, mod = vp(), vp(), vp(), vp()
+    img = b".version 8.0\n.target sm_90\n.global .u64 g[4];\n.entry k1()\n{\nret;\n}\n"
+    ok("cuLibraryLoadData", C.byref(lib), C.c_char_p(img), None, None, 0, None, None, 0)
+    ok("cuLibraryGetKernel", C.byref(kern), lib, b"k1")
+    out["missing_kernel"] = call("cuLibraryGetKernel", C.byref(vp()), lib, b"nope")
+    cnt = C.c_uint()
+    ok("cuLibraryGetKernelCount", C.byref(cnt), lib)
+    out["count"] = cnt.value
+    out["function_without_context"] = call("cuKernelGetFunction", C.byref(fn), kern)
+    ok("cuKernelSetAttribute", 8, 65536, kern, 0)  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+    setup()
+    ok("cuKernelGetFunction", C.byref(fn), kern)
+    v = C.c_int()
+    ok("cuFuncGetAttribute", C.byref(v), 8, fn)
+    out["dyn_smem"] = v.value
+    d, n = u64(), C.c_size_t()
+    ok("cuLibraryGetGlobal", C.byref(d), C.byref(n), lib, b"g")
+    out["global_size"] = n.value
+    ok("cuLibraryGetModule", C.byref(mod), lib)
+    # a CUkernel launches like its function
+    out["launch_kernel_handle"] = call("cuLaunchKernel", kern, 1, 1, 1, 32, 1, 1, 0, None,
+                                       None, None)
+    ok("cuCtxSynchronize")
+    ok("cuLibraryUnload", lib)
+    out["after_unload"] = call("cuKernelGetFunction", C.byref(fn), kern)
+
+
+def scenario_memory() -> None:
+    setup()
+    n = 1 << 16
+    d, h = u64(), vp()
+    ok("cuMemAlloc_v2", C.byref(d), n)
+    ok("cuMemHostAlloc", C.byref(h), n, 0)
+    buf = (C.c_ubyte * n)()
+    s = vp()
+    ok("cuStreamCreate", C.byref(s), 0)
+    ok("cuMemsetD16Async", d, C.c_ushort(0xBEEF), n // 2, s)
+    ok("cuMemcpyAsync", u64(h.value), d, n, s)  # device -> pinned host, unified
+    ok("cuStreamSynchronize", s)
+    C.memmove(buf, h, n)
+    out["d16"] = bytes(buf[:4]).hex()
+    ok("cuMemsetD2D8_v2", d, 256, C.c_ubyte(7), 16, 4)  # 4 rows of 16 at pitch 256
+    ok("cuMemcpyDtoH_v2", buf, d, 512)
+    out["d2d8"] = [buf[0], buf[15], buf[16], buf[256], buf[256 + 16]]
+    mt = C.c_uint()
+    out["attr_dev"] = (call("cuPointerGetAttribute", C.byref(mt), 2, d), mt.value)
+    out["attr_host"] = (call("cuPointerGetAttribute", C.byref(mt), 2, u64(h.value)), mt.value)
+    plain = (C.c_char * 64)()
+    out["attr_plain"] = call("cuPointerGetAttribute", C.byref(mt), 2,
+                             u64(C.addressof(plain)))
+    base, size = u64(), C.c_size_t()
+    ok("cuMemGetAddressRange_v2", C.byref(base), C.byref(size), u64(d.value + 100))
+    out["range"] = (base.value == d.value, size.value)
+    reg = (C.c_char * 8192)()
+    ok("cuMemHostRegister_v2", reg, 8192, 0)
+    out["register_twice"] = call("cuMemHostRegister_v2", reg, 8192, 0)
+    dp = u64()
+    ok("cuMemHostGetDevicePointer_v2", C.byref(dp), reg, 0)
+    out["registered_devptr"] = dp.value == C.addressof(reg)
+    ok("cuMemHostUnregister", reg)
+    out["unregister_twice"] = call("cuMemHostUnregister", reg)
+    out["free_host_as_device"] = call("cuMemFree_v2", u64(h.value))
+    ok("cuMemFreeHost", h)
+    ok("cuMemFree_v2", d)
+
+
+HOSTFN = C.CFUNCTYPE(None, vp)
+
+
+class KernelParams(C.Structure):
+    _fields_ = [("func", vp), ("gx", C.c_uint), ("gy", C.c_uint), ("gz", C.c_uint),
+                ("bx", C.c_uint), ("by", C.c_uint), ("bz", C.c_uint), ("smem", C.c_uint),
+                ("params", vp), ("extra", vp), ("kern", vp), ("ctx", vp)]
+
+
+class MemsetParams(C.Structure):
+    _fields_ = [("dst", u64), ("pitch", C.c_size_t), ("value", C.c_uint),
+                ("elementSize", C.c_uint), ("width", C.c_size_t), ("height", C.c_size_t)]
+
+
+class HostParams(C.Structure):
+    _fields_ = [("fn", HOSTFN), ("userData", vp)]
+
+
+def scenario_graph() -> None:
+    ctx = setup()
+    _, mod = load(b"// tgs-sim: cost k 1.0\n.version 8.0\n.entry k()\n{\nret;\n}\n")
+    fn = vp()
+    ok("cuModuleGetFunction", C.byref(fn), mod, b"k")
+    d = u64()
+    ok("cuMemAlloc_v2", C.byref(d), 4096)
+    g, child = vp(), vp()
+    ok("cuGraphCreate", C.byref(g), 0)
+    ok("cuGraphCreate", C.byref(child), 0)
+    kp = KernelParams(fn, 1000, 1, 1, 1000, 1, 1, 0, None, None, None, None)  # 1 ms
+    k1, k2, ms, hn, e1, cn, em = (vp() for _ in range(7))
+    ok("cuGraphAddKernelNode_v2", C.byref(k1), g, None, 0, C.byref(kp))
+    mp = MemsetParams(d, 0, 0x11, 1, 4096, 1)
+    ok("cuGraphAddMemsetNode", C.byref(ms), g, C.byref(k1), 1, C.byref(mp), ctx)
+    calls: list[int] = []
+    cb = HOSTFN(lambda _p: calls.append(1))
+    hp = HostParams(cb, None)
+    ok("cuGraphAddHostNode", C.byref(hn), g, C.byref(ms), 1, C.byref(hp))
+    ok("cuGraphAddKernelNode_v2", C.byref(k2), child, None, 0, C.byref(kp))
+    ok("cuGraphAddChildGraphNode", C.byref(cn), g, C.byref(hn), 1, child)
+    ok("cuGraphAddEmptyNode", C.byref(em), g, C.byref(cn), 1)
+    ev0, ev1 = vp(), vp()
+    ok("cuEventCreate", C.byref(ev0), 0)
+    ok("cuEventCreate", C.byref(ev1), 0)
+    ok("cuGraphAddEventRecordNode", C.byref(e1), g, C.byref(em), 1, ev1)
+    t = C.c_int()
+    ok("cuGraphNodeGetType", cn, C.byref(t))
+    out["child_type"] = t.value
+    nn = C.c_size_t()
+    ok("cuGraphGetNodes", g, None, C.byref(nn))
+    out["nodes"] = nn.value
+    ok("cuGraphGetEdges", g, None, None, C.byref(nn))
+    out["edges"] = nn.value
+    ex = vp()
+    ok("cuGraphInstantiateWithFlags", C.byref(ex), g, C.c_ulonglong(0))
+    ok("cuEventRecord", ev0, None)
+    ok("cuGraphLaunch", ex, None)
+    ok("cuEventSynchronize", ev1)
+    elapsed = C.c_float()
+    ok("cuEventElapsedTime", C.byref(elapsed), ev0, ev1)
+    out["replay_ms"] = elapsed.value  # two 1 ms kernels (one in the child graph)
+    out["host_calls"] = len(calls)
+    b = (C.c_ubyte * 4)()
+    ok("cuMemcpyDtoH_v2", b, d, 4)
+    out["memset"] = list(b)
+    # change the kernel's grid in the executable graph: 2000 blocks -> 2 ms
+    kp2 = KernelParams(fn, 2000, 1, 1, 1000, 1, 1, 0, None, None, None, None)
+    ok("cuGraphExecKernelNodeSetParams_v2", ex, k1, C.byref(kp2))
+    ok("cuEventRecord", ev0, None)
+    ok("cuGraphLaunch", ex, None)
+    ok("cuEventSynchronize", ev1)
+    ok("cuEventElapsedTime", C.byref(elapsed), ev0, ev1)
+    out["replay_after_set_ms"] = elapsed.value
+    # an update from a graph of another shape fails and says why
+    other = vp()
+    ok("cuGraphCreate", C.byref(other), 0)
+    info = (C.c_uint64 * 3)()
+    out["update_other_shape"] = call("cuGraphExecUpdate_v2", ex, other, info)
+    out["update_result"] = info[0] & 0xffffffff
+    clone = vp()
+    ok("cuGraphClone", C.byref(clone), g)
+    out["update_clone"] = call("cuGraphExecUpdate_v2", ex, clone, info)
+    # a dependency cycle cannot be instantiated
+    a, z = vp(), vp()
+    cyc = vp()
+    ok("cuGraphCreate", C.byref(cyc), 0)
+    ok("cuGraphAddEmptyNode", C.byref(a), cyc, None, 0)
+    ok("cuGraphAddEmptyNode", C.byref(z), cyc, C.byref(a), 1)
+    ok("cuGraphAddDependencies", cyc, C.byref(z), C.byref(a), 1)
+    out["cycle"] = call("cuGraphInstantiateWithFlags", C.byref(vp()), cyc, C.c_ulonglong(0))
+    ok("cuGraphExecDestroy", ex)
+    for x in (g, child, other, clone, cyc):
+        ok("cuGraphDestroy", x)
+
+
+def scenario_occupancy() -> None:
+    setup()
+    _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")
+    fn = vp()
+    ok("cuModuleGetFunction", C.byref(fn), mod, b"k")
+    nb = C.c_int()
+    res = {}
+    for bs, smem in ((256, 0), (1024, 0), (128, 48 * 1024), (64, 0)):
+        ok("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.byref(nb), fn, bs, C.c_size_t(smem))
+        res[f"{bs}/{smem}"] = nb.value
+    out["blocks"] = res
+    grid, block = C.c_int(), C.c_int()
+    ok("cuOccupancyMaxPotentialBlockSize", C.byref(grid), C.byref(block), fn, None,
+       C.c_size_t(0), 0)
+    out["potential"] = (grid.value, block.value)
+    out["set_readonly"] = call("cuFuncSetAttribute", fn, 4, 64)  # NUM_REGS: read-only
+    lim = C.c_size_t()
+    ok("cuCtxGetLimit", C.byref(lim), 0)
+    out["stack"] = lim.value
+
+
+if __name__ == "__main__":
+    globals()[f"scenario_{sys.argv[1]}"]()
+    print(json.dumps(out))

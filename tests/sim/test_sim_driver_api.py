@@ -1,0 +1,89 @@
+"""The public driver API beyond the basics: strict images, the JIT linker, libraries, host memory
+and pointer attributes, copies and memsets, every graph node kind, occupancy.
+
+Each scenario of scripts/api_probe.py runs in its own process on its own simulated GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "api_probe.py"
+
+INVALID_VALUE, INVALID_CONTEXT, INVALID_IMAGE, INVALID_PTX = 1, 201, 200, 218
+INVALID_HANDLE, NOT_FOUND, NOT_SUPPORTED = 400, 500, 801
+
+
+def probe(env: dict[str, str], scenario: str) -> dict:
+    p = subprocess.run([sys.executable, str(SCRIPT), scenario], env=env, capture_output=True,
+                       text=True, timeout=90)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_images_are_strict(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "images")
+    for case in ("junk", "empty_text", "binary_bytes", "bad_elf", "truncated_fatbin"):
+        assert out[case] == INVALID_IMAGE, case
+    assert out["ptx"] == 0
+    # .entry kernels are found; a commented-out one and a device function are not
+    assert out["kernels"] == [0, 0, NOT_FOUND, NOT_FOUND]
+    assert out["globals"] == {"counter": 4, "table": 64, "quad": 16, "a": 8, "b": 24,
+                              "init": 12, "elsewhere": f"error {NOT_FOUND}"}
+    assert out["annotated"] == 0  # the project's annotation-only test images still load
+
+
+def test_jit_linker_merges_inputs_into_a_cubin(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "link")
+    assert out["add_junk"] == INVALID_PTX and out["add_object"] == NOT_SUPPORTED
+    assert out["elf"] is True
+    assert out["kernels"] == [0, 0, NOT_FOUND] and out["ga"] == 32
+
+
+def test_library_api_without_a_context(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "library")
+    assert out["missing_kernel"] == NOT_FOUND and out["count"] == 1
+    assert out["function_without_context"] == INVALID_CONTEXT
+    assert out["dyn_smem"] == 65536  # set on the kernel before any context existed
+    assert out["global_size"] == 32
+    assert out["launch_kernel_handle"] == 0
+    assert out["after_unload"] == INVALID_HANDLE
+
+
+def test_host_memory_copies_memsets_and_pointer_attributes(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "memory")
+    assert out["d16"] == "efbeefbe"
+    assert out["d2d8"] == [7, 7, 0xEF, 7, 0xEF]  # only 16 bytes of each pitched row
+    assert out["attr_dev"] == [0, 2] and out["attr_host"] == [0, 1]  # DEVICE, HOST
+    assert out["attr_plain"] == INVALID_VALUE
+    assert out["range"] == [True, 65536]
+    assert out["register_twice"] == 712 and out["unregister_twice"] == 713
+    assert out["registered_devptr"] is True
+    assert out["free_host_as_device"] == INVALID_VALUE
+
+
+def test_graph_node_kinds_replay_and_updates(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "graph")
+    assert out["child_type"] == 4 and out["nodes"] == 6 and out["edges"] == 5
+    # kernel (1 ms) + child graph's kernel (1 ms): the replay takes their sum
+    assert out["replay_ms"] >= 1.999
+    assert out["host_calls"] == 1 and out["memset"] == [0x11] * 4
+    assert out["replay_after_set_ms"] >= 2.999  # the first kernel now has 2000 blocks
+    assert out["update_other_shape"] == 910 and out["update_result"] == 2  # TOPOLOGY_CHANGED
+    assert out["update_clone"] == 0
+    assert out["cycle"] == INVALID_VALUE
+
+
+def test_occupancy_of_an_sm90_sm(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "occupancy")
+    # 2048 threads, 32 blocks, 228 KiB of shared memory per SM (1 KiB reserved per block)
+    assert out["blocks"] == {"256/0": 8, "1024/0": 2, "128/49152": 4, "64/0": 32}
+    assert out["potential"] == [2 * 108, 1024]
+    assert out["set_readonly"] == INVALID_VALUE
+    assert out["stack"] == 1024

@@ -12,16 +12,6 @@
 
 #define PAGE 4096ull
 
-struct CUmemPoolHandle_st {
-    struct sim_obj obj;
-    int dev;
-};
-
-/* Default pools: constant objects (never written), one per device. */
-#define POOL(d) {.obj = {.kind = SIM_K_POOL}, .dev = d}
-static struct CUmemPoolHandle_st default_pools[SIM_MAX_DEVICES] = {
-    POOL(0), POOL(1), POOL(2), POOL(3), POOL(4), POOL(5), POOL(6), POOL(7)};
-
 CUresult sim_mem_account(int dev, int64_t bytes, int managed)
 {
     struct sim_state *st = g_sim.st;
@@ -121,6 +111,23 @@ int sim_region_find(uint64_t p, struct sim_region *out)
     return ok ? 0 : -1;
 }
 
+/* Note the pool an allocation came from (mempool.c); pool NULL forgets
+ * every allocation of old (a pool being destroyed). */
+void sim_region_set_pool(uint64_t base, void *pool, void *old)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    if (pool) {
+        size_t i = region_index(base);
+        if (i > 0 && g_sim.regions[i - 1].base == base)
+            g_sim.regions[i - 1].pool = pool;
+    } else {
+        for (size_t i = 0; i < g_sim.nregions; i++)
+            if (g_sim.regions[i].pool == old)
+                g_sim.regions[i].pool = NULL;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
 int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags)
 {
     struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = -1, .flags = flags};
@@ -173,6 +180,8 @@ CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
     struct sim_region reg;
     if (sim_region_take(dptr, kind_mask, &reg) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (reg.pool)
+        sim_pool_uncharge(reg.pool, reg.size);
     munmap((void *)(uintptr_t)reg.base, reg.size);
     return sim_mem_account(reg.dev, -(int64_t)reg.acct, reg.kind == SIM_R_MANAGED);
 }
@@ -255,11 +264,14 @@ static CUresult check_stream(CUstream s)
 }
 
 /* Stream-ordered allocation: the simulator allocates at once (kernels do not
- * touch memory, so stream order cannot be observed). */
+ * touch memory, so stream order cannot be observed), from the device's
+ * current pool, whose usage counters follow (mempool.c). */
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     CUresult r = check_stream(hStream);
-    return r != CUDA_SUCCESS ? r : cuMemAlloc_v2(dptr, bytesize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return cuMemAllocFromPoolAsync(dptr, bytesize, sim_pool_current(sim_current_dev()), hStream);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -278,31 +290,17 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return cuMemFreeAsync(dptr, hStream);
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pool_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= sim_ndev())
-        return CUDA_ERROR_INVALID_DEVICE;
-    *pool_out = &default_pools[dev];
-    return CUDA_SUCCESS;
-}
-
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream)
 {
     CUresult r = check_stream(hStream);
     if (r != CUDA_SUCCESS)
         return r;
-    uintptr_t p = (uintptr_t)pool, b = (uintptr_t)default_pools;
-    if (p < b || p >= b + sizeof default_pools || (p - b) % sizeof default_pools[0])
+    if (!sim_pool_ok(pool) || pool->dev != sim_current_dev())
         return CUDA_ERROR_INVALID_VALUE;
-    if (pool->dev != sim_current_dev())
-        return CUDA_ERROR_INVALID_VALUE;
-    return cuMemAlloc_v2(dptr, bytesize);
+    if ((r = cuMemAlloc_v2(dptr, bytesize)) == CUDA_SUCCESS)
+        sim_pool_charge(pool, *dptr);
+    return r;
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,

@@ -119,6 +119,17 @@ struct CUkern_st {
     char name[];
 };
 
+/* A memory pool (mempool.c): a default and a current one per device. */
+struct CUmemPoolHandle_st {
+    struct sim_obj obj;
+    int dev;
+    int is_default;
+    int reuse[3];               /* CU_MEMPOOL_ATTR_REUSE_* */
+    uint64_t release_threshold;
+    uint64_t used, used_high;   /* bytes allocated from it now, at most */
+    unsigned int access;        /* CUmemAccess_flags for the device */
+};
+
 /* Process-wide state of the simulator: the one mutable global. */
 struct sim_globals {
     pthread_mutex_t lock; /* guards the process-local tables below */
@@ -145,6 +156,9 @@ struct sim_globals {
     size_t limits[8];
     int limits_set[8];
     int cache_config;
+    /* memory pools: the devices' default pools and the current ones */
+    struct CUmemPoolHandle_st default_pool[SIM_MAX_DEVICES];
+    struct CUmemPoolHandle_st *current_pool[SIM_MAX_DEVICES];
     /* VMM address reservations */
     struct sim_span *reserves;
     size_t nreserves, reserves_cap;
@@ -233,6 +247,7 @@ struct sim_region {
     int dev;
     void *vmm; /* SIM_R_VMM_MAP: the physical allocation mapped here */
     unsigned int flags; /* host regions: the allocation/registration flags */
+    struct CUmemPoolHandle_st *pool; /* the pool it came from, or NULL */
 };
 CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
@@ -244,6 +259,13 @@ int sim_region_take(uint64_t base, int mask, struct sim_region *out);
 /* The region holding p (a copy); 0 found, -1 not. */
 int sim_region_find(uint64_t p, struct sim_region *out);
 int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags);
+void sim_region_set_pool(uint64_t base, void *pool, void *old);
+
+/* mempool.c: memory pools (a default and a current one per device) */
+int sim_pool_ok(const struct CUmemPoolHandle_st *p);
+struct CUmemPoolHandle_st *sim_pool_current(int dev);
+void sim_pool_charge(struct CUmemPoolHandle_st *p, CUdeviceptr base);
+void sim_pool_uncharge(struct CUmemPoolHandle_st *p, uint64_t bytes);
 
 /* module.c */
 CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,

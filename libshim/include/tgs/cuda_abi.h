@@ -592,6 +592,18 @@ typedef struct CUgraphExecUpdateResultInfo_st {
     CUgraphNode errorFromNode;
 } CUgraphExecUpdateResultInfo;
 
+/* ---- memory pools (sim-api) ---- */
+typedef enum CUmemPool_attribute_enum {
+    CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+    CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8
+} CUmemPool_attribute;
+
 #endif /* !TGS_CUDA_ABI_SYSTEM_TYPES */
 
 /* Special stream handles, as in cuda.h. */
@@ -768,6 +780,18 @@ typedef struct CUgraphExecUpdateResultInfo_st {
     X(cuGraphMemAllocNodeGetParams, (CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)) \
     X(cuGraphMemFreeNodeGetParams, (CUgraphNode hNode, CUdeviceptr *dptr_out))
 
+/* Memory pools (sim-api). */
+#define TGS_CU_EP_POOLS(X) \
+    X(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev)) \
+    X(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool)) \
+    X(cuMemPoolCreate, (CUmemoryPool *pool, const CUmemPoolProps *poolProps)) \
+    X(cuMemPoolDestroy, (CUmemoryPool pool)) \
+    X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep)) \
+    X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value)) \
+    X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value)) \
+    X(cuMemPoolSetAccess, (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)) \
+    X(cuMemPoolGetAccess, (CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location))
+
 #define TGS_CUDA_ENTRY_POINTS(X) \
     X(cuInit, (unsigned int Flags)) \
     X(cuDriverGetVersion, (int *driverVersion)) \
@@ -904,7 +928,8 @@ typedef struct CUgraphExecUpdateResultInfo_st {
     TGS_CU_EP_MODULES(X) \
     TGS_CU_EP_MEMORY(X) \
     TGS_CU_EP_STREAMS(X) \
-    TGS_CU_EP_GRAPHS(X)
+    TGS_CU_EP_GRAPHS(X) \
+    TGS_CU_EP_POOLS(X)
 
 #define TGS_CU_DECLARE(name, params) CUresult name params;
 TGS_CUDA_ENTRY_POINTS(TGS_CU_DECLARE)

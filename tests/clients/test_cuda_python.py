@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,21 @@ def test_driver_flow_under_the_shim_with_a_quota(quota_job: QuotaJob) -> None:
     lines = quota_lines(r.stderr)
     assert len(lines) == 1 and "'client-job'" in lines[0] and str(QUOTA) in lines[0]
     assert quota_job.seg.ledger()[0] == 0  # everything was given back at exit
+
+
+def _capture_entry_points(env: dict[str, str]) -> bool:
+    """cuda.core checks cuStreamIsCapturing before it allocates; stream capture is modelled
+    on its own branch of the simulator."""
+    lib = ctypes.CDLL(str(Path(env["LD_LIBRARY_PATH"].split(":")[0]) / "libcuda.so.1"))
+    pfn, status = ctypes.c_void_p(), ctypes.c_int()
+    lib.cuGetProcAddress_v2(b"cuStreamIsCapturing", ctypes.byref(pfn), 13000,
+                            ctypes.c_uint64(0), ctypes.byref(status))
+    return status.value == 0
+
+
+def test_cuda_core_compiles_allocates_and_launches(sim_env: dict[str, str]) -> None:
+    require_module("cuda.core", "cuda-core")
+    if not _capture_entry_points(sim_env):
+        pytest.skip("cuda.core needs cuStreamIsCapturing (stream capture, not in this build)")
+    r = run_json("cuda_core_flow.py", sim_env)
+    assert r.out == {"name": "TGS Simulated GPU", "cc": [9, 0], "event_done": True}

@@ -44,19 +44,22 @@ struct CUgraph_st {
 struct sim_gstep {
     struct sim_gwork w;
     struct CUgraphNode_st *src;
+    int disabled; /* cuGraphNodeSetEnabled(.., 0): skipped at launch */
 };
 
 struct CUgraphExec_st {
     struct sim_obj obj;
     struct sim_gstep *steps;
     size_t n;
+    cuuint64_t flags; /* as instantiated */
 };
 
 /* graph.c */
 CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out);
 void sim_graph_free(struct CUgraph_st *g);
-/* graph_exec.c: a graph's steps, in order (malloc'ed) */
+/* graph_exec.c: a graph's steps, in order (malloc'ed); the step of a node */
 CUresult sim_graph_steps(struct CUgraph_st *g, struct sim_gstep **out, size_t *n);
+struct sim_gstep *sim_graph_step_of(CUgraphExec e, CUgraphNode n, int type);
 
 #pragma GCC visibility pop
 

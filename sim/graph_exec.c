@@ -32,6 +32,7 @@ static int push(struct steps *s, const struct sim_gwork *w, struct CUgraphNode_s
         s->cap = cap;
     }
     s->v[s->n].w = *w;
+    s->v[s->n].disabled = 0;
     s->v[s->n++].src = src;
     return 0;
 }
@@ -86,7 +87,7 @@ CUresult sim_graph_steps(struct CUgraph_st *g, struct sim_gstep **out, size_t *n
     return CUDA_SUCCESS;
 }
 
-static CUresult instantiate(CUgraphExec *out, CUgraph g)
+static CUresult instantiate(CUgraphExec *out, CUgraph g, cuuint64_t flags)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -100,6 +101,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g)
         free(e);
         return r;
     }
+    e->flags = flags;
     e->obj.kind = SIM_K_EXEC;
     sim_handle_add(e);
     *out = e;
@@ -111,7 +113,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
 {
     if (flags & ~0xfull)
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return instantiate(phGraphExec, hGraph);
+    return instantiate(phGraphExec, hGraph, flags);
 }
 
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
@@ -121,7 +123,7 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraph
         *phErrorNode = NULL;
     if (logBuffer && bufferSize)
         logBuffer[0] = 0;
-    return instantiate(phGraphExec, hGraph);
+    return instantiate(phGraphExec, hGraph, 0);
 }
 
 CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
@@ -187,7 +189,8 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     if ((r = sim_stream_resolve(hStream, &ctx, &obj)) != CUDA_SUCCESS)
         return r;
     for (size_t i = 0; i < hGraphExec->n && r == CUDA_SUCCESS; i++)
-        r = run_step(&hGraphExec->steps[i].w, hStream);
+        if (!hGraphExec->steps[i].disabled)
+            r = run_step(&hGraphExec->steps[i].w, hStream);
     return r;
 }
 
@@ -229,15 +232,19 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 
 /* ---- changing an executable graph ---- */
 
-static struct sim_gstep *step_of(CUgraphExec e, CUgraphNode n, int type)
+/* The step node n became in e (type -1: any), or NULL. */
+struct sim_gstep *sim_graph_step_of(CUgraphExec e, CUgraphNode n, int type)
 {
     if (!sim_handle_ok(e, SIM_K_EXEC) || !sim_handle_ok(n, SIM_K_NODE))
         return NULL;
     for (size_t i = 0; i < e->n; i++)
         if (e->steps[i].src == n)
-            return e->steps[i].w.type == (CUgraphNodeType)type ? &e->steps[i] : NULL;
+            return type < 0 || e->steps[i].w.type == (CUgraphNodeType)type ? &e->steps[i]
+                                                                              : NULL;
     return NULL;
 }
+
+#define step_of sim_graph_step_of
 
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
                                            const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)

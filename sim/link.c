@@ -144,3 +144,23 @@ CUresult cuLinkDestroy(CUlinkState state)
     free(state);
     return CUDA_SUCCESS;
 }
+
+/* The CUDA 5.5 entry points: the same arguments as the _v2 ones. */
+CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues,
+                      CUlinkState *stateOut)
+{
+    return cuLinkCreate_v2(numOptions, options, optionValues, stateOut);
+}
+
+CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size,
+                       const char *name, unsigned int numOptions, CUjit_option *options,
+                       void **optionValues)
+{
+    return cuLinkAddData_v2(state, type, data, size, name, numOptions, options, optionValues);
+}
+
+CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
+                       unsigned int numOptions, CUjit_option *options, void **optionValues)
+{
+    return cuLinkAddFile_v2(state, type, path, numOptions, options, optionValues);
+}

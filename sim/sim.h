@@ -46,6 +46,7 @@ struct CUctx_st {
     int slot;      /* shared context slot */
     int primary;   /* 1 for a device's primary context */
     unsigned int flags;
+    unsigned int peers;   /* devices whose contexts' memory it may access (bits) */
     uint64_t next_marker; /* event markers issued (this process owns the slot) */
 };
 
@@ -55,6 +56,8 @@ struct CUstream_st {
     unsigned int flags;
     int priority;
     uint64_t last_seq; /* items [.., last_seq) were issued on this stream */
+    unsigned int attrs_set;          /* stream_attr.c: attributes set (bits) */
+    CUlaunchAttributeValue attrs[16];
 };
 
 struct CUevent_st {

@@ -20,9 +20,9 @@ INVALID_VALUE, INVALID_CONTEXT, INVALID_IMAGE, INVALID_PTX = 1, 201, 200, 218
 INVALID_HANDLE, NOT_FOUND, NOT_SUPPORTED = 400, 500, 801
 
 
-def probe(env: dict[str, str], scenario: str) -> dict:
-    p = subprocess.run([sys.executable, str(SCRIPT), scenario], env=env, capture_output=True,
-                       text=True, timeout=90)
+def probe(env: dict[str, str], scenario: str, *args: str) -> dict:
+    p = subprocess.run([sys.executable, str(SCRIPT), scenario, *args], env=env,
+                       capture_output=True, text=True, timeout=90)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -87,3 +87,23 @@ def test_occupancy_of_an_sm90_sm(sim_env: dict[str, str]) -> None:
     assert out["potential"] == [2 * 108, 1024]
     assert out["set_readonly"] == INVALID_VALUE
     assert out["stack"] == 1024
+
+
+def test_memory_pools_count_what_they_hand_out(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "pools")
+    assert out["current_is_default"] is True
+    assert out["used_after_alloc"] == 1 << 20 and out["used_after_free"] == 0
+    assert out["used_high"] == 1 << 20 and out["threshold"] == 1 << 30
+    assert out["destroy_default"] == INVALID_VALUE
+    assert out["current_after_destroy_is_default"] is True
+
+
+def test_device_stream_and_graph_edits(sim_env: dict[str, str], tmp_path: Path) -> None:
+    out = probe(sim_env, "misc", str(tmp_path / "g.dot"))
+    assert out["cc"] == [9, 0] and out["pci_dev"] == 0 and out["pci_bad"] == 101
+    assert out["peer_self"] == 0
+    assert out["stream_priority"] == -2 and out["priority_after_set"] == -4
+    assert out["write_value"] == 0xCAFE
+    assert out["dependents"] == 2 and out["deps_after_remove"] == 0
+    assert out["remove_missing_edge"] == INVALID_VALUE
+    assert out["dot"] == 1  # one edge left

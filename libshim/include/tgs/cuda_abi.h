@@ -61,6 +61,7 @@ typedef enum cudaError_enum {
     CUDA_ERROR_INVALID_PTX = 218,
     CUDA_ERROR_INVALID_SOURCE = 300,
     CUDA_ERROR_FILE_NOT_FOUND = 301,
+    CUDA_ERROR_OPERATING_SYSTEM = 304,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
@@ -604,6 +605,30 @@ typedef enum CUmemPool_attribute_enum {
     CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8
 } CUmemPool_attribute;
 
+/* ---- device properties, peers, stream attributes (sim-api) ---- */
+typedef struct CUdevprop_st {
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int sharedMemPerBlock;
+    int totalConstantMemory;
+    int SIMDWidth;
+    int memPitch;
+    int regsPerBlock;
+    int clockRate;
+    int textureAlign;
+} CUdevprop;
+
+typedef enum CUdevice_P2PAttribute_enum {
+    CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK = 0x01,
+    CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED = 0x02,
+    CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 0x03,
+    CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED = 0x04
+} CUdevice_P2PAttribute;
+
+typedef CUlaunchAttributeID CUstreamAttrID;
+typedef CUlaunchAttributeValue CUstreamAttrValue;
+
 #endif /* !TGS_CUDA_ABI_SYSTEM_TYPES */
 
 /* Special stream handles, as in cuda.h. */
@@ -792,6 +817,57 @@ typedef enum CUmemPool_attribute_enum {
     X(cuMemPoolSetAccess, (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)) \
     X(cuMemPoolGetAccess, (CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location))
 
+/* Device properties, peers, context flags, stream attributes, graph edits (sim-api). */
+#define TGS_CU_EP_MISC(X) \
+    X(cuDeviceGetProperties, (CUdevprop *prop, CUdevice dev)) \
+    X(cuDeviceComputeCapability, (int *major, int *minor, CUdevice dev)) \
+    X(cuDeviceCanAccessPeer, (int *canAccessPeer, CUdevice dev, CUdevice peerDev)) \
+    X(cuDeviceGetP2PAttribute, (int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)) \
+    X(cuDeviceGetByPCIBusId, (CUdevice *dev, const char *pciBusId)) \
+    X(cuDeviceGetExecAffinitySupport, (int *pi, CUexecAffinityType type, CUdevice dev)) \
+    X(cuDevicePrimaryCtxSetFlags, (CUdevice dev, unsigned int flags)) \
+    X(cuDevicePrimaryCtxSetFlags_v2, (CUdevice dev, unsigned int flags)) \
+    X(cuCtxEnablePeerAccess, (CUcontext peerContext, unsigned int Flags)) \
+    X(cuCtxDisablePeerAccess, (CUcontext peerContext)) \
+    X(cuCtxResetPersistingL2Cache, (void)) \
+    X(cuCtxSetFlags, (unsigned int flags)) \
+    X(cuStreamGetDevice, (CUstream hStream, CUdevice *device)) \
+    X(cuStreamGetDevice_ptsz, (CUstream hStream, CUdevice *device)) \
+    X(cuStreamGetAttribute, (CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)) \
+    X(cuStreamGetAttribute_ptsz, (CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)) \
+    X(cuStreamSetAttribute, (CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *param)) \
+    X(cuStreamSetAttribute_ptsz, (CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *param)) \
+    X(cuStreamCopyAttributes, (CUstream dstStream, CUstream srcStream)) \
+    X(cuStreamCopyAttributes_ptsz, (CUstream dstStream, CUstream srcStream)) \
+    X(cuStreamWriteValue32, (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)) \
+    X(cuStreamWriteValue32_ptsz, (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)) \
+    X(cuStreamWriteValue32_v2, (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)) \
+    X(cuStreamWriteValue32_v2_ptsz, (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)) \
+    X(cuStreamWriteValue64, (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)) \
+    X(cuStreamWriteValue64_ptsz, (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)) \
+    X(cuStreamWriteValue64_v2, (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)) \
+    X(cuStreamWriteValue64_v2_ptsz, (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)) \
+    X(cuGraphNodeGetDependencies, (CUgraphNode hNode, CUgraphNode *dependencies, size_t *numDependencies)) \
+    X(cuGraphNodeGetDependencies_v2, (CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies)) \
+    X(cuGraphNodeGetDependentNodes, (CUgraphNode hNode, CUgraphNode *dependentNodes, size_t *numDependentNodes)) \
+    X(cuGraphNodeGetDependentNodes_v2, (CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)) \
+    X(cuGraphRemoveDependencies, (CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, size_t numDependencies)) \
+    X(cuGraphRemoveDependencies_v2, (CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)) \
+    X(cuGraphMemcpyNodeSetParams, (CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)) \
+    X(cuGraphMemsetNodeSetParams, (CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)) \
+    X(cuGraphHostNodeSetParams, (CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)) \
+    X(cuGraphEventRecordNodeSetEvent, (CUgraphNode hNode, CUevent event)) \
+    X(cuGraphEventWaitNodeSetEvent, (CUgraphNode hNode, CUevent event)) \
+    X(cuGraphExecEventRecordNodeSetEvent, (CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)) \
+    X(cuGraphExecEventWaitNodeSetEvent, (CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)) \
+    X(cuGraphNodeSetEnabled, (CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)) \
+    X(cuGraphNodeGetEnabled, (CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)) \
+    X(cuGraphExecGetFlags, (CUgraphExec hGraphExec, cuuint64_t *flags)) \
+    X(cuGraphDebugDotPrint, (CUgraph hGraph, const char *path, unsigned int flags)) \
+    X(cuLinkCreate, (unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)) \
+    X(cuLinkAddData, (CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)) \
+    X(cuLinkAddFile, (CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues))
+
 #define TGS_CUDA_ENTRY_POINTS(X) \
     X(cuInit, (unsigned int Flags)) \
     X(cuDriverGetVersion, (int *driverVersion)) \
@@ -929,7 +1005,8 @@ typedef enum CUmemPool_attribute_enum {
     TGS_CU_EP_MEMORY(X) \
     TGS_CU_EP_STREAMS(X) \
     TGS_CU_EP_GRAPHS(X) \
-    TGS_CU_EP_POOLS(X)
+    TGS_CU_EP_POOLS(X) \
+    TGS_CU_EP_MISC(X)
 
 #define TGS_CU_DECLARE(name, params) CUresult name params;
 TGS_CUDA_ENTRY_POINTS(TGS_CU_DECLARE)

@@ -297,6 +297,85 @@ def scenario_occupancy() -> None:
     out["stack"] = lim.value
 
 
+def scenario_pools() -> None:
+    setup()
+    pool, cur = vp(), vp()
+    ok("cuDeviceGetMemPool", C.byref(cur), 0)
+    ok("cuDeviceGetDefaultMemPool", C.byref(pool), 0)
+    out["current_is_default"] = cur.value == pool.value
+    props = (C.c_ubyte * 88)()  # CUmemPoolProps: PINNED (1), location DEVICE (1) id 0
+    C.memmove(props, struct.pack("<iiii", 1, 0, 1, 0), 16)
+    mine = vp()
+    ok("cuMemPoolCreate", C.byref(mine), props)
+    ok("cuDeviceSetMemPool", 0, mine)
+    d = u64()
+    ok("cuMemAllocAsync", C.byref(d), 1 << 20, None)
+    used = C.c_uint64()
+    ok("cuMemPoolGetAttribute", mine, 7, C.byref(used))  # USED_MEM_CURRENT
+    out["used_after_alloc"] = used.value
+    ok("cuMemFreeAsync", d, None)
+    ok("cuMemPoolGetAttribute", mine, 7, C.byref(used))
+    out["used_after_free"] = used.value
+    ok("cuMemPoolGetAttribute", mine, 8, C.byref(used))  # USED_MEM_HIGH
+    out["used_high"] = used.value
+    thr = C.c_uint64(1 << 30)
+    ok("cuMemPoolSetAttribute", mine, 4, C.byref(thr))
+    thr.value = 0
+    ok("cuMemPoolGetAttribute", mine, 4, C.byref(thr))
+    out["threshold"] = thr.value
+    out["destroy_default"] = call("cuMemPoolDestroy", pool)
+    ok("cuMemPoolDestroy", mine)
+    ok("cuDeviceGetMemPool", C.byref(cur), 0)
+    out["current_after_destroy_is_default"] = cur.value == pool.value
+
+
+def scenario_misc() -> None:
+    setup()
+    major, minor, dev = C.c_int(), C.c_int(), C.c_int(-1)
+    ok("cuDeviceComputeCapability", C.byref(major), C.byref(minor), 0)
+    out["cc"] = [major.value, minor.value]
+    ok("cuDeviceGetByPCIBusId", C.byref(dev), b"0000:01:00.0")
+    out["pci_dev"] = dev.value
+    out["pci_bad"] = call("cuDeviceGetByPCIBusId", C.byref(dev), b"0000:09:00.0")
+    can = C.c_int(-1)
+    ok("cuDeviceCanAccessPeer", C.byref(can), 0, 0)
+    out["peer_self"] = can.value
+    s = vp()
+    ok("cuStreamCreateWithPriority", C.byref(s), 0, -2)
+    val = (C.c_ubyte * 64)()
+    ok("cuStreamGetAttribute", s, 8, val)  # PRIORITY
+    out["stream_priority"] = C.c_int.from_buffer(val).value
+    C.c_int.from_buffer(val).value = -4
+    ok("cuStreamSetAttribute", s, 8, val)
+    prio = C.c_int()
+    ok("cuStreamGetPriority", s, C.byref(prio))
+    out["priority_after_set"] = prio.value
+    d = u64()
+    ok("cuMemAlloc_v2", C.byref(d), 64)
+    ok("cuStreamWriteValue32_v2", s, d, C.c_uint32(0xCAFE), 0)
+    got = C.c_uint32()
+    ok("cuMemcpyDtoH_v2", C.byref(got), d, 4)
+    out["write_value"] = got.value
+    # graph edits
+    g = vp()
+    ok("cuGraphCreate", C.byref(g), 0)
+    a, b2, c = vp(), vp(), vp()
+    ok("cuGraphAddEmptyNode", C.byref(a), g, None, 0)
+    ok("cuGraphAddEmptyNode", C.byref(b2), g, C.byref(a), 1)
+    ok("cuGraphAddEmptyNode", C.byref(c), g, C.byref(a), 1)
+    n = C.c_size_t()
+    ok("cuGraphNodeGetDependentNodes", a, None, C.byref(n))
+    out["dependents"] = n.value
+    ok("cuGraphRemoveDependencies", g, C.byref(a), C.byref(b2), 1)
+    ok("cuGraphNodeGetDependencies", b2, None, C.byref(n))
+    out["deps_after_remove"] = n.value
+    out["remove_missing_edge"] = call("cuGraphRemoveDependencies", g, C.byref(a), C.byref(b2), 1)
+    path = sys.argv[2].encode()
+    ok("cuGraphDebugDotPrint", g, path, 0)
+    out["dot"] = open(path).read().count("->")
+    ok("cuGraphDestroy", g)
+
+
 if __name__ == "__main__":
     globals()[f"scenario_{sys.argv[1]}"]()
     print(json.dumps(out))

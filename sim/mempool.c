@@ -235,3 +235,42 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool,
                                           : CU_MEM_ACCESS_FLAGS_PROT_NONE;
     return CUDA_SUCCESS;
 }
+
+/* The CUDA 13 location-based forms: device locations only (no host pools). */
+static CUresult location_dev(const CUmemLocation *loc, CUmemAllocationType type, int *dev)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!loc || type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return loc->type == CU_MEM_LOCATION_TYPE_HOST ||
+                       loc->type == CU_MEM_LOCATION_TYPE_HOST_NUMA
+                   ? CUDA_ERROR_NOT_SUPPORTED
+                   : CUDA_ERROR_INVALID_VALUE;
+    *dev = loc->id;
+    return sim_check_dev(loc->id);
+}
+
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
+                                CUmemAllocationType type)
+{
+    int dev;
+    CUresult r = location_dev(location, type, &dev);
+    return r != CUDA_SUCCESS ? r : cuDeviceGetDefaultMemPool(pool_out, dev);
+}
+
+CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
+{
+    int dev;
+    CUresult r = location_dev(location, type, &dev);
+    return r != CUDA_SUCCESS ? r : cuDeviceGetMemPool(pool, dev);
+}
+
+CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
+{
+    int dev;
+    CUresult r = location_dev(location, type, &dev);
+    return r != CUDA_SUCCESS ? r : cuDeviceSetMemPool(dev, pool);
+}

@@ -137,3 +137,19 @@ WRITE(cuStreamWriteValue64, cuuint64_t, 8)
 WRITE(cuStreamWriteValue64_ptsz, cuuint64_t, 8)
 WRITE(cuStreamWriteValue64_v2, cuuint64_t, 8)
 WRITE(cuStreamWriteValue64_v2_ptsz, cuuint64_t, 8)
+
+/* CUDA 12.5: the context, or the green context the stream belongs to
+ * (green contexts are not modelled: always a plain context). */
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    if (!pCtx || !pGreenCtx)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuStreamGetCtx(hStream, pCtx);
+    if (r == CUDA_SUCCESS)
+        *pGreenCtx = NULL;
+    return r;
+}
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    return cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
+}

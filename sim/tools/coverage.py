@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,8 @@ def render(lib: Path) -> str:
         "<details><summary>The entry points that answer CUDA_ERROR_NOT_SUPPORTED</summary>",
         "",
     ]
-    lines += [", ".join(f"`{s}`" for s in stubbed[i:i + 4]) for i in range(0, len(stubbed), 4)]
+    lines += textwrap.wrap(", ".join(f"`{s}`" for s in stubbed) + ".", width=100,
+                           break_long_words=False, break_on_hyphens=False)
     lines += ["", "</details>", END]
     return "\n".join(lines)
 

@@ -388,6 +388,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 
 /* ---- modules, libraries, the JIT linker, function attributes (sim-api) ---- */
 typedef struct CUlib_st *CUlibrary;
+typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef struct CUlinkState_st *CUlinkState;
 
 typedef enum CUfunction_attribute_enum {
@@ -815,7 +816,10 @@ typedef CUlaunchAttributeValue CUstreamAttrValue;
     X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value)) \
     X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void *value)) \
     X(cuMemPoolSetAccess, (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)) \
-    X(cuMemPoolGetAccess, (CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location))
+    X(cuMemPoolGetAccess, (CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)) \
+    X(cuMemGetDefaultMemPool, (CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)) \
+    X(cuMemGetMemPool, (CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)) \
+    X(cuMemSetMemPool, (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool))
 
 /* Device properties, peers, context flags, stream attributes, graph edits (sim-api). */
 #define TGS_CU_EP_MISC(X) \
@@ -832,6 +836,8 @@ typedef CUlaunchAttributeValue CUstreamAttrValue;
     X(cuCtxResetPersistingL2Cache, (void)) \
     X(cuCtxSetFlags, (unsigned int flags)) \
     X(cuStreamGetDevice, (CUstream hStream, CUdevice *device)) \
+    X(cuStreamGetCtx_v2, (CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)) \
+    X(cuStreamGetCtx_v2_ptsz, (CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)) \
     X(cuStreamGetDevice_ptsz, (CUstream hStream, CUdevice *device)) \
     X(cuStreamGetAttribute, (CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)) \
     X(cuStreamGetAttribute_ptsz, (CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value)) \

@@ -24,6 +24,7 @@ CUresult cuInit(unsigned int Flags)
         g_sim.log_level = sim_env_loglevel();
         g_sim.ns_per_thread = sim_env_double("TGS_SIM_NS_PER_THREAD", 1.0, 0.0, 1e9);
         g_sim.queue_depth = sim_env_u64("TGS_SIM_QUEUE_DEPTH", 1024, 1, SIM_RING - 1);
+        g_sim.sm_count = (int)sim_env_u64("TGS_SIM_SMS", 108, 1, 1024);
         r = sim_state_open();
         if (r == CUDA_SUCCESS)
             __atomic_store_n(&g_sim.initialized, 1, __ATOMIC_RELEASE);
@@ -139,7 +140,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: v = 512; break;
     case 15 /* GPU_OVERLAP */: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 108; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = g_sim.sm_count; break;
     case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = 0; break;

@@ -13,7 +13,6 @@
 #define SM_REGS 65536
 #define SM_SMEM 233472
 #define BLOCK_SMEM_RESERVED 1024
-#define SM_COUNT 108 /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (device.c) */
 
 static int blocks_per_sm(const struct CUfunc_st *f, int block, size_t dyn_smem)
 {
@@ -98,7 +97,7 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
         }
     }
     *blockSize = best_block;
-    *minGridSize = best_blocks * SM_COUNT;
+    *minGridSize = best_blocks * g_sim.sm_count; /* TGS_SIM_SMS */
     return CUDA_SUCCESS;
 }
 

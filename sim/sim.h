@@ -144,6 +144,7 @@ struct sim_globals {
     /* per-process parameters (env) */
     double ns_per_thread;
     uint64_t queue_depth;
+    int sm_count; /* TGS_SIM_SMS: SMs per device (occupancy, attributes) */
     int log_level;
     /* contexts */
     struct CUctx_st *primary[SIM_MAX_DEVICES];

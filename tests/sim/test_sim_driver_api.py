@@ -107,3 +107,8 @@ def test_device_stream_and_graph_edits(sim_env: dict[str, str], tmp_path: Path) 
     assert out["dependents"] == 2 and out["deps_after_remove"] == 0
     assert out["remove_missing_edge"] == INVALID_VALUE
     assert out["dot"] == 1  # one edge left
+
+
+def test_sm_count_option(sim_env: dict[str, str]) -> None:
+    out = probe(dict(sim_env, TGS_SIM_SMS="132"), "occupancy")  # an H100 SXM
+    assert out["potential"] == [2 * 132, 1024]

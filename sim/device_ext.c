@@ -187,3 +187,47 @@ CUresult cuCtxResetPersistingL2Cache(void)
     struct CUctx_st *ctx;
     return sim_current_ctx(&ctx);
 }
+
+CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pExecAffinity || type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+        return CUDA_ERROR_INVALID_VALUE;
+    pExecAffinity->type = type;
+    pExecAffinity->param.smCount.val = (unsigned int)g_sim.sm_count; /* the whole device */
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 12.5: an event over all the context's work so far, and a wait that
+ * orders the context's later work after an event. */
+CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_handle_ok(hCtx, SIM_K_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!sim_handle_ok(hEvent, SIM_K_EVENT) || hEvent->ctx != hCtx)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = cuCtxPushCurrent_v2(hCtx)) != CUDA_SUCCESS)
+        return r;
+    r = cuEventRecord(hEvent, NULL); /* the legacy stream orders after everything */
+    CUcontext popped;
+    cuCtxPopCurrent_v2(&popped);
+    return r;
+}
+
+CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_handle_ok(hCtx, SIM_K_CTX))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!sim_handle_ok(hEvent, SIM_K_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return hEvent->ctx == hCtx ? CUDA_SUCCESS : cuEventSynchronize(hEvent);
+}

@@ -128,6 +128,24 @@ void sim_region_set_pool(uint64_t base, void *pool, void *old)
     pthread_mutex_unlock(&g_sim.lock);
 }
 
+void sim_region_advise(uint64_t p, enum sim_advice what, int value)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(p);
+    if (i > 0 && p - g_sim.regions[i - 1].base < g_sim.regions[i - 1].size) {
+        struct sim_region *r = &g_sim.regions[i - 1];
+        unsigned int bit = value < 0 ? 1u << 31 : 1u << (value & 7);
+        switch (what) {
+        case SIM_ADV_READ_MOSTLY: r->read_mostly = value; break;
+        case SIM_ADV_PREFERRED: r->preferred = value; break;
+        case SIM_ADV_ACCESSED_BY_SET: r->accessed_by |= bit; break;
+        case SIM_ADV_ACCESSED_BY_CLEAR: r->accessed_by &= ~bit; break;
+        case SIM_ADV_PREFETCH: r->last_prefetch = value; break;
+        }
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
 int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags)
 {
     struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = -1, .flags = flags};
@@ -159,7 +177,8 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
     int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, fl, -1, 0);
     struct sim_region reg = {.base = (uint64_t)(uintptr_t)p, .size = size, .acct = size,
-                             .kind = kind, .dev = ctx->dev};
+                             .kind = kind, .dev = ctx->dev, .preferred = -2,
+                             .last_prefetch = -2};
     if (p == MAP_FAILED || region_insert(&reg) != 0) {
         if (p != MAP_FAILED)
             munmap(p, size);

@@ -127,3 +127,62 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
     *dynamicSmemSize = avail < cap ? avail : cap;
     return CUDA_SUCCESS;
 }
+
+/* Thread-block clusters (sm_90): at most 8 blocks portably, 16 with the
+ * non-portable attribute; a cluster must fit on the SMs of one GPC
+ * (18 SMs on an H100-class part, whose blocks_per_sm each may hold). */
+#define GPC_SMS 18
+
+static CUresult cluster_args(CUfunction func, const CUlaunchConfig *config,
+                             struct CUfunc_st **f, unsigned *csize)
+{
+    CUresult r = prologue(func, f);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    *csize = 0;
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+            const CUlaunchAttributeValue *v = &config->attrs[i].value;
+            *csize = v->clusterDim.x * v->clusterDim.y * v->clusterDim.z;
+        }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                            const CUlaunchConfig *config)
+{
+    struct CUfunc_st *f;
+    unsigned csize;
+    CUresult r = cluster_args(func, config, &f, &csize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!clusterSize)
+        return CUDA_ERROR_INVALID_VALUE;
+    int limit = sim_func_attr(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) ? 16 : 8;
+    int per_gpc = blocks_per_sm(f, (int)(config->blockDimX * config->blockDimY *
+                                         config->blockDimZ),
+                                config->sharedMemBytes) * GPC_SMS;
+    *clusterSize = per_gpc < limit ? per_gpc : limit;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+                                      const CUlaunchConfig *config)
+{
+    struct CUfunc_st *f;
+    unsigned csize;
+    CUresult r = cluster_args(func, config, &f, &csize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!numClusters || csize == 0 || csize > 16)
+        return CUDA_ERROR_INVALID_VALUE;
+    int threads = (int)(config->blockDimX * config->blockDimY * config->blockDimZ);
+    if (threads <= 0 || threads > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    int per_gpc = blocks_per_sm(f, threads, config->sharedMemBytes) * GPC_SMS;
+    int gpcs = (g_sim.sm_count + GPC_SMS - 1) / GPC_SMS;
+    *numClusters = (per_gpc / (int)csize) * gpcs;
+    return CUDA_SUCCESS;
+}

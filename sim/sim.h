@@ -252,6 +252,10 @@ struct sim_region {
     void *vmm; /* SIM_R_VMM_MAP: the physical allocation mapped here */
     unsigned int flags; /* host regions: the allocation/registration flags */
     struct CUmemPoolHandle_st *pool; /* the pool it came from, or NULL */
+    /* managed memory (memcpy.c): advice and prefetch, for the whole region;
+     * locations are device ordinals, -1 the host, -2 none */
+    int read_mostly, preferred, last_prefetch;
+    unsigned int accessed_by; /* bit d: device d; bit 31: the host */
 };
 CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
@@ -264,6 +268,10 @@ int sim_region_take(uint64_t base, int mask, struct sim_region *out);
 int sim_region_find(uint64_t p, struct sim_region *out);
 int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags);
 void sim_region_set_pool(uint64_t base, void *pool, void *old);
+/* Managed-memory advice (memcpy.c): change the region holding p. */
+enum sim_advice { SIM_ADV_READ_MOSTLY, SIM_ADV_PREFERRED, SIM_ADV_ACCESSED_BY_SET,
+                  SIM_ADV_ACCESSED_BY_CLEAR, SIM_ADV_PREFETCH };
+void sim_region_advise(uint64_t p, enum sim_advice what, int value);
 
 /* mempool.c: memory pools (a default and a current one per device) */
 int sim_pool_ok(const struct CUmemPoolHandle_st *p);

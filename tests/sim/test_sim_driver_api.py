@@ -112,3 +112,19 @@ def test_device_stream_and_graph_edits(sim_env: dict[str, str], tmp_path: Path) 
 def test_sm_count_option(sim_env: dict[str, str]) -> None:
     out = probe(dict(sim_env, TGS_SIM_SMS="132"), "occupancy")  # an H100 SXM
     assert out["potential"] == [2 * 132, 1024]
+
+
+def test_managed_memory_advice_reads_back(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "managed")
+    assert out["preferred_before"] == -2  # CU_DEVICE_INVALID: no advice yet
+    assert out["attrs"] == {"read_mostly": 1, "preferred": 0, "last_prefetch": -1,
+                            "preferred_type": 1, "accessed_by": [-1, -2, -2]}
+    assert out["not_managed"] == INVALID_VALUE
+
+
+def test_tensor_maps_and_cluster_occupancy(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "tensormap")
+    assert out["tiled"] == 0 and out["address_kept"] is True
+    assert out["bad_stride"] == INVALID_VALUE and out["misaligned"] == INVALID_VALUE
+    # 8 blocks of 256 threads per SM, 18 SMs per GPC, 6 GPCs for 108 SMs: 72 pairs each
+    assert out["clusters"] == 72 * 6 and out["cluster_size"] == 8

@@ -376,6 +376,75 @@ def scenario_misc() -> None:
     ok("cuGraphDestroy", g)
 
 
+def scenario_managed() -> None:
+    setup()
+    d = u64()
+    ok("cuMemAllocManaged", C.byref(d), 1 << 16, 1)
+    v = C.c_int()
+    ok("cuMemRangeGetAttribute", C.byref(v), 4, 2, d, 4096)  # PREFERRED_LOCATION
+    out["preferred_before"] = v.value
+    ok("cuMemAdvise", d, 4096, 3, 0)  # SET_PREFERRED_LOCATION device 0
+    ok("cuMemAdvise", d, 4096, 1, 0)  # SET_READ_MOSTLY
+    ok("cuMemAdvise", d, 4096, 5, -1)  # SET_ACCESSED_BY the host
+    ok("cuMemPrefetchAsync", d, 4096, -1, None)  # to the host
+    res = {}
+    for name, attr in (("read_mostly", 1), ("preferred", 2), ("last_prefetch", 4),
+                       ("preferred_type", 5)):
+        ok("cuMemRangeGetAttribute", C.byref(v), 4, attr, d, 4096)
+        res[name] = v.value
+    acc = (C.c_int * 3)()
+    ok("cuMemRangeGetAttribute", acc, 12, 3, d, 4096)
+    res["accessed_by"] = list(acc)
+    out["attrs"] = res
+    plain = u64()
+    ok("cuMemAlloc_v2", C.byref(plain), 4096)
+    out["not_managed"] = call("cuMemRangeGetAttribute", C.byref(v), 4, 1, plain, 4096)
+
+
+class TensorMap(C.Structure):
+    _fields_ = [("opaque", C.c_uint64 * 16)]
+
+
+def scenario_tensormap() -> None:
+    setup()
+    d = u64()
+    ok("cuMemAlloc_v2", C.byref(d), 1 << 20)
+    tm = TensorMap()
+    dims = (C.c_uint64 * 2)(256, 256)
+    strides = (C.c_uint64 * 1)(512)  # bytes between rows of fp16
+    box = (C.c_uint32 * 2)(64, 64)
+    es = (C.c_uint32 * 2)(1, 1)
+    # fp16, rank 2, 128-byte swizzle: the inner box (64 x 2 B) fits the span
+    out["tiled"] = call("cuTensorMapEncodeTiled", C.byref(tm), 6, 2, vp(d.value), dims, strides,
+                        box, es, 0, 3, 2, 0)
+    out["address_kept"] = tm.opaque[0] == d.value
+    bad_strides = (C.c_uint64 * 1)(500)  # not a multiple of 16
+    out["bad_stride"] = call("cuTensorMapEncodeTiled", C.byref(tm), 6, 2, vp(d.value), dims,
+                             bad_strides, box, es, 0, 3, 2, 0)
+    out["misaligned"] = call("cuTensorMapEncodeTiled", C.byref(tm), 6, 2, vp(d.value + 8),
+                             dims, strides, box, es, 0, 3, 2, 0)
+    _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")
+    fn = vp()
+    ok("cuModuleGetFunction", C.byref(fn), mod, b"k")
+
+    class Attr(C.Structure):
+        _fields_ = [("id", C.c_int), ("pad", C.c_int), ("x", C.c_uint), ("y", C.c_uint),
+                    ("z", C.c_uint), ("rest", C.c_ubyte * 52)]
+
+    class Config(C.Structure):
+        _fields_ = [("g", C.c_uint * 3), ("b", C.c_uint * 3), ("smem", C.c_uint),
+                    ("stream", vp), ("attrs", C.POINTER(Attr)), ("nattrs", C.c_uint)]
+
+    attr = Attr(4, 0, 2, 1, 1)  # CLUSTER_DIMENSION 2x1x1
+    cfg = Config((C.c_uint * 3)(64, 1, 1), (C.c_uint * 3)(256, 1, 1), 0, None,
+                 C.pointer(attr), 1)
+    n = C.c_int()
+    ok("cuOccupancyMaxActiveClusters", C.byref(n), fn, C.byref(cfg))
+    out["clusters"] = n.value
+    ok("cuOccupancyMaxPotentialClusterSize", C.byref(n), fn, C.byref(cfg))
+    out["cluster_size"] = n.value
+
+
 if __name__ == "__main__":
     globals()[f"scenario_{sys.argv[1]}"]()
     print(json.dumps(out))

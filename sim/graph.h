@@ -44,6 +44,7 @@ struct CUgraph_st {
 struct sim_gstep {
     struct sim_gwork w;
     struct CUgraphNode_st *src;
+    struct CUgraphNode_st *parent; /* the top-level child-graph node it is inside */
     int disabled; /* cuGraphNodeSetEnabled(.., 0): skipped at launch */
 };
 

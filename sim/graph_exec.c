@@ -21,7 +21,8 @@ struct steps {
     size_t n, cap;
 };
 
-static int push(struct steps *s, const struct sim_gwork *w, struct CUgraphNode_st *src)
+static int push(struct steps *s, const struct sim_gwork *w, struct CUgraphNode_st *src,
+                struct CUgraphNode_st *parent)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 16;
@@ -33,12 +34,15 @@ static int push(struct steps *s, const struct sim_gwork *w, struct CUgraphNode_s
     }
     s->v[s->n].w = *w;
     s->v[s->n].disabled = 0;
+    s->v[s->n].parent = parent;
     s->v[s->n++].src = src;
     return 0;
 }
 
-/* Kahn's order; a cycle is CUDA_ERROR_INVALID_VALUE. */
-static CUresult flatten(struct CUgraph_st *g, int top, struct steps *s, int depth)
+/* Kahn's order; a cycle is CUDA_ERROR_INVALID_VALUE.  parent: the
+ * top-level child-graph node being inlined (NULL at the top). */
+static CUresult flatten(struct CUgraph_st *g, struct CUgraphNode_st *parent, struct steps *s,
+                        int depth)
 {
     if (depth > 64)
         return CUDA_ERROR_INVALID_VALUE;
@@ -63,8 +67,8 @@ static CUresult flatten(struct CUgraph_st *g, int top, struct steps *s, int dept
             done[i] = 1;
             emitted++;
             if (nd->w.type == CU_GRAPH_NODE_TYPE_GRAPH)
-                r = flatten(nd->w.u.child, 0, s, depth + 1);
-            else if (push(s, &nd->w, top ? nd : NULL))
+                r = flatten(nd->w.u.child, depth ? parent : nd, s, depth + 1);
+            else if (push(s, &nd->w, depth ? NULL : nd, parent))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (r == CUDA_SUCCESS && emitted == before)
@@ -77,7 +81,7 @@ static CUresult flatten(struct CUgraph_st *g, int top, struct steps *s, int dept
 CUresult sim_graph_steps(struct CUgraph_st *g, struct sim_gstep **out, size_t *n)
 {
     struct steps s = {0};
-    CUresult r = flatten(g, 1, &s, 0);
+    CUresult r = flatten(g, NULL, &s, 0);
     if (r != CUDA_SUCCESS) {
         free(s.v);
         return r;

@@ -59,8 +59,9 @@ def _members(lines: list[str]) -> list[str]:
             continue
         if line.startswith("}"):
             depth -= 1
-            if depth == 0:
-                members.append(re.findall(r"(\w+)\s*;", line)[0])
+            names = re.findall(r"(\w+)\s*;", line)
+            if depth == 0 and names:  # an anonymous union has no name to check
+                members.append(names[0])
             continue
         if depth == 0 and line.endswith(";") and not line.startswith("char pad["):
             members.append(re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*;$", line)[0])

@@ -128,3 +128,11 @@ def test_tensor_maps_and_cluster_occupancy(sim_env: dict[str, str]) -> None:
     assert out["bad_stride"] == INVALID_VALUE and out["misaligned"] == INVALID_VALUE
     # 8 blocks of 256 threads per SM, 18 SMs per GPC, 6 GPCs for 108 SMs: 72 pairs each
     assert out["clusters"] == 72 * 6 and out["cluster_size"] == 8
+
+
+def test_generic_node_api(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "generic")
+    assert out["sizeof"] == 256 and out["set_child"] == 0
+    assert out["replay_ms"] >= 3.999  # the updated kernel (1 ms) and child (3 ms)
+    assert out["memset"] == [0x22, 0x22]
+    assert out["unsupported_kind"] == NOT_SUPPORTED

@@ -276,6 +276,65 @@ def scenario_graph() -> None:
         ok("cuGraphDestroy", x)
 
 
+class NodeUnion(C.Union):
+    _fields_ = [("reserved1", C.c_longlong * 29), ("kernel", KernelParams),
+                ("memset", MemsetParams), ("graph", vp * 2)]
+
+
+class NodeParams(C.Structure):
+    _fields_ = [("type", C.c_int), ("reserved0", C.c_int * 3), ("u", NodeUnion),
+                ("reserved2", C.c_longlong)]
+
+
+def scenario_generic() -> None:
+    setup()
+    _, mod = load(b"// tgs-sim: cost k 1.0\n.version 8.0\n.entry k()\n{\nret;\n}\n")
+    fn = vp()
+    ok("cuModuleGetFunction", C.byref(fn), mod, b"k")
+    out["sizeof"] = C.sizeof(NodeParams)
+    d = u64()
+    ok("cuMemAlloc_v2", C.byref(d), 4096)
+    g, child = vp(), vp()
+    ok("cuGraphCreate", C.byref(g), 0)
+    ok("cuGraphCreate", C.byref(child), 0)
+    kp = NodeParams(type=0)
+    kp.u.kernel = KernelParams(fn, 500, 1, 1, 1000, 1, 1, 0, None, None, None, None)  # 0.5 ms
+    ck, k, m, c = vp(), vp(), vp(), vp()
+    ok("cuGraphAddNode", C.byref(ck), child, None, 0, C.byref(kp))
+    ok("cuGraphAddNode", C.byref(k), g, None, 0, C.byref(kp))
+    mp = NodeParams(type=2)
+    mp.u.memset = MemsetParams(d, 0, 0x22, 1, 4096, 1)
+    ok("cuGraphAddNode", C.byref(m), g, C.byref(k), 1, C.byref(mp))
+    cp = NodeParams(type=4)
+    cp.u.graph[0] = child.value
+    ok("cuGraphAddNode", C.byref(c), g, C.byref(m), 1, C.byref(cp))
+    ex = vp()
+    ok("cuGraphInstantiateWithFlags", C.byref(ex), g, C.c_ulonglong(0))
+    # a bigger kernel in the executable graph, and a child graph of the same shape
+    kp.u.kernel.gx = 1000
+    ok("cuGraphExecNodeSetParams", ex, k, C.byref(kp))
+    child2, ck2 = vp(), vp()
+    ok("cuGraphCreate", C.byref(child2), 0)
+    kp.u.kernel.gx = 3000
+    ok("cuGraphAddNode", C.byref(ck2), child2, None, 0, C.byref(kp))
+    out["set_child"] = call("cuGraphExecChildGraphNodeSetParams", ex, c, child2)
+    ev0, ev1 = vp(), vp()
+    ok("cuEventCreate", C.byref(ev0), 0)
+    ok("cuEventCreate", C.byref(ev1), 0)
+    ok("cuEventRecord", ev0, None)
+    ok("cuGraphLaunch", ex, None)
+    ok("cuEventRecord", ev1, None)
+    ok("cuEventSynchronize", ev1)
+    ms = C.c_float()
+    ok("cuEventElapsedTime", C.byref(ms), ev0, ev1)
+    out["replay_ms"] = ms.value  # 1 ms + 3 ms
+    b = (C.c_ubyte * 2)()
+    ok("cuMemcpyDtoH_v2", b, d, 2)
+    out["memset"] = list(b)
+    bad = NodeParams(type=12)  # batch mem-op: not modelled
+    out["unsupported_kind"] = call("cuGraphAddNode", C.byref(vp()), g, None, 0, C.byref(bad))
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

@@ -136,3 +136,12 @@ def test_generic_node_api(sim_env: dict[str, str]) -> None:
     assert out["replay_ms"] >= 3.999  # the updated kernel (1 ms) and child (3 ms)
     assert out["memset"] == [0x22, 0x22]
     assert out["unsupported_kind"] == NOT_SUPPORTED
+
+
+def test_vmm_handles_share_through_a_file_descriptor(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "vmm_share")
+    assert out["shared_bytes"] == [0x5A, 0x5A]  # the import maps the same bytes
+    assert out["retained_same"] is True
+    assert out["props"] == [1, 1, 1, 0]  # PINNED, POSIX fd, DEVICE 0
+    assert out["export_unrequested"] == INVALID_VALUE
+    assert out["release_again"] == INVALID_VALUE

@@ -335,6 +335,44 @@ def scenario_generic() -> None:
     out["unsupported_kind"] = call("cuGraphAddNode", C.byref(vp()), g, None, 0, C.byref(bad))
 
 
+def scenario_vmm_share() -> None:
+    setup()
+    prop = (C.c_ubyte * 32)()  # CUmemAllocationProp: PINNED, POSIX fd, device 0
+    C.memmove(prop, struct.pack("<iiii", 1, 1, 1, 0), 16)
+    size = 2 << 20
+    h, h2, h3 = C.c_ulonglong(), C.c_ulonglong(), C.c_ulonglong()
+    ok("cuMemCreate", C.byref(h), size, prop, 0)
+    a, b = u64(), u64()
+    ok("cuMemAddressReserve", C.byref(a), size, 0, 0, 0)
+    ok("cuMemAddressReserve", C.byref(b), size, 0, 0, 0)
+    ok("cuMemMap", a, size, 0, h, 0)
+    ok("cuMemsetD8_v2", a, C.c_ubyte(0x5A), 64)
+    fd = C.c_int(-1)
+    ok("cuMemExportToShareableHandle", C.byref(fd), h, 1, 0)
+    ok("cuMemImportFromShareableHandle", C.byref(h2), vp(fd.value), 1)
+    ok("cuMemMap", b, size, 0, h2, 0)
+    got = (C.c_ubyte * 2)()
+    ok("cuMemcpyDtoH_v2", got, b, 2)
+    out["shared_bytes"] = list(got)
+    ok("cuMemRetainAllocationHandle", C.byref(h3), vp(a.value))
+    out["retained_same"] = h3.value == h.value
+    pr = (C.c_ubyte * 32)()
+    ok("cuMemGetAllocationPropertiesFromHandle", pr, h)
+    out["props"] = list(struct.unpack("<iiii", bytes(pr[:16])))
+    plain = C.c_ulonglong()
+    prop2 = (C.c_ubyte * 32)()
+    C.memmove(prop2, struct.pack("<iiii", 1, 0, 1, 0), 16)
+    ok("cuMemCreate", C.byref(plain), size, prop2, 0)
+    out["export_unrequested"] = call("cuMemExportToShareableHandle", C.byref(fd), plain, 1, 0)
+    for x in (h3, h):  # two references on the first handle
+        ok("cuMemRelease", x)
+    ok("cuMemUnmap", a, size)
+    ok("cuMemUnmap", b, size)
+    ok("cuMemRelease", h2)
+    ok("cuMemRelease", plain)
+    out["release_again"] = call("cuMemRelease", h2)
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

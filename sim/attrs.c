@@ -143,3 +143,41 @@ CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice d
     kernel->cache_config = config;
     return CUDA_SUCCESS;
 }
+
+/* The parameter layout the image declares (PTX parameter lists, a cubin's
+ * EIATTR_KPARAM_INFO); NOT_SUPPORTED where the image does not say. */
+static CUresult param_info(const struct sim_image *img, const char *name, size_t i,
+                           size_t *off, size_t *size)
+{
+    const struct sim_sym *s = sim_image_find(img, name, SIM_SYM_KERNEL);
+    if (!s || !s->params_known)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!off || !size || i >= s->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    *off = s->params[i].offset;
+    *size = s->params[i].size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                            size_t *paramSize)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUfunc_st *f;
+    if ((r = sim_func_resolve(func, &f)) != CUDA_SUCCESS)
+        return r;
+    return param_info(&f->mod->img, f->name, paramIndex, paramOffset, paramSize);
+}
+
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+                              size_t *paramSize)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_handle_ok(kernel, SIM_K_KERNEL))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return param_info(&kernel->lib->img, kernel->name, paramIndex, paramOffset, paramSize);
+}

@@ -30,8 +30,41 @@ int sim_image_add(struct sim_image *img, const char *name, size_t len, int kind,
     char *s = strndup(name, len);
     if (!s)
         return -1;
-    n[img->nsyms++] = (struct sim_sym){s, kind, size};
+    n[img->nsyms++] = (struct sim_sym){.name = s, .kind = kind, .size = size};
     return 0;
+}
+
+int sim_image_param(struct sim_image *img, const char *name, size_t len, uint32_t i,
+                    uint32_t offset, uint32_t size)
+{
+    if (i > 4096)
+        return -1;
+    for (size_t k = 0; k < img->nsyms; k++) {
+        struct sim_sym *s = &img->syms[k];
+        if (s->kind != SIM_SYM_KERNEL || strlen(s->name) != len || memcmp(s->name, name, len))
+            continue;
+        if (i >= s->nparams) {
+            struct sim_param *p = realloc(s->params, (i + 1) * sizeof *p);
+            if (!p)
+                return -1;
+            memset(p + s->nparams, 0, (i + 1 - s->nparams) * sizeof *p);
+            s->params = p;
+            s->nparams = i + 1;
+        }
+
+        s->params[i] = (struct sim_param){offset, size};
+        s->params_known = 1;
+        return 0;
+    }
+    return 0; /* not a kernel of this image (a device function): nothing to record */
+}
+
+void sim_image_params_known(struct sim_image *img, const char *name, size_t len)
+{
+    for (size_t k = 0; k < img->nsyms; k++)
+        if (img->syms[k].kind == SIM_SYM_KERNEL && strlen(img->syms[k].name) == len &&
+            !memcmp(img->syms[k].name, name, len))
+            img->syms[k].params_known = 1;
 }
 
 static void add_cost(struct sim_image *img, const char *line, size_t len)
@@ -77,8 +110,10 @@ void sim_image_scan_costs(struct sim_image *img, const unsigned char *img_p, siz
 
 void sim_image_free(struct sim_image *img)
 {
-    for (size_t i = 0; i < img->nsyms; i++)
+    for (size_t i = 0; i < img->nsyms; i++) {
         free(img->syms[i].name);
+        free(img->syms[i].params);
+    }
     free(img->syms);
     free(img->costs);
     memset(img, 0, sizeof *img);
@@ -88,8 +123,12 @@ int sim_image_merge(struct sim_image *dst, const struct sim_image *src)
 {
     for (size_t i = 0; i < src->nsyms; i++) {
         const struct sim_sym *s = &src->syms[i];
-        if (sim_image_add(dst, s->name, strlen(s->name), s->kind, s->size))
+        size_t len = strlen(s->name);
+        if (sim_image_add(dst, s->name, len, s->kind, s->size))
             return -1;
+        for (uint32_t k = 0; k < s->nparams; k++)
+            if (sim_image_param(dst, s->name, len, k, s->params[k].offset, s->params[k].size))
+                return -1;
     }
     if (src->ncosts) {
         struct sim_image_cost *n =

@@ -15,10 +15,17 @@
 
 enum sim_sym_kind { SIM_SYM_KERNEL = 1, SIM_SYM_GLOBAL };
 
+struct sim_param {
+    uint32_t offset, size; /* in the kernel's parameter buffer */
+};
+
 struct sim_sym {
     char *name;
     int kind;
     uint64_t size; /* globals: bytes */
+    struct sim_param *params; /* kernels: the parameter layout, when known */
+    uint32_t nparams;
+    int params_known;
 };
 
 struct sim_image_cost {
@@ -45,6 +52,10 @@ double sim_image_cost(const struct sim_image *img, const char *name);
 
 /* helpers for the format readers (image.c) */
 int sim_image_add(struct sim_image *img, const char *name, size_t len, int kind, uint64_t size);
+/* Record kernel name's parameter index i (growing the list); 0 or -1. */
+int sim_image_param(struct sim_image *img, const char *name, size_t len, uint32_t i,
+                    uint32_t offset, uint32_t size);
+void sim_image_params_known(struct sim_image *img, const char *name, size_t len);
 void sim_image_scan_costs(struct sim_image *img, const unsigned char *p, size_t n);
 
 /* format readers */

@@ -80,6 +80,53 @@ CUresult sim_image_elf(const unsigned char *p, size_t n, struct sim_image *out)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
+    /* kernel parameters: .nv.info.<kernel> sections, records of
+     * {u8 format, u8 attribute, value}; format 4 has a u16 size and data.
+     * EIATTR_KPARAM_INFO (0x17): u32 index, u16 ordinal, u16 offset,
+     * u32 with the size in bits 18..31. */
+    Elf64_Shdr shs;
+    memcpy(&shs, sh + (size_t)eh.e_shstrndx * sizeof shs, sizeof shs);
+    if (eh.e_shstrndx < eh.e_shnum && in_image(shs.sh_offset, shs.sh_size, n)) {
+        const char *names = (const char *)p + shs.sh_offset;
+        for (unsigned i = 0; i < eh.e_shnum; i++) {
+            Elf64_Shdr s;
+            memcpy(&s, sh + (size_t)i * sizeof s, sizeof s);
+            if (s.sh_name >= shs.sh_size || !in_image(s.sh_offset, s.sh_size, n))
+                continue;
+            const char *sn = names + s.sh_name;
+            size_t snl = strnlen(sn, shs.sh_size - s.sh_name);
+            if (snl <= 9 || memcmp(sn, ".nv.info.", 9))
+                continue;
+            const char *kname = sn + 9;
+            size_t klen = snl - 9;
+            sim_image_params_known(out, kname, klen);
+            const unsigned char *q = p + s.sh_offset, *end = q + s.sh_size;
+            while (end - q >= 2) {
+                unsigned fmt = q[0], attr = q[1];
+                size_t rec;
+                if (fmt == 1)
+                    rec = 2;
+                else if (fmt == 2 || fmt == 3)
+                    rec = 4;
+                else if (fmt == 4 && end - q >= 4)
+                    rec = 4 + (size_t)(q[2] | q[3] << 8);
+                else
+                    break;
+                if ((size_t)(end - q) < rec)
+                    break;
+                if (fmt == 4 && attr == 0x17 && rec >= 16) {
+                    uint16_t ordinal, offset;
+                    uint32_t bits;
+                    memcpy(&ordinal, q + 8, 2);
+                    memcpy(&offset, q + 10, 2);
+                    memcpy(&bits, q + 12, 4);
+                    if (sim_image_param(out, kname, klen, ordinal, offset, (bits >> 18) & 0x3fff))
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                }
+                q += rec;
+            }
+        }
+    }
     /* annotations survive in any section (the writer's .comment, say) */
     sim_image_scan_costs(out, p, n);
     return CUDA_SUCCESS;

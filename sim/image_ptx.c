@@ -125,6 +125,59 @@ static int parse_var(struct lexer *lx, struct sim_image *out)
     return 0;
 }
 
+/* After `.entry name`: the parameter list "( .param [.align N] .type p[dims], ... )",
+ * laid out as the compiler does (each aligned to its alignment). */
+static int parse_params(struct lexer *lx, struct sim_image *out, const char *name, size_t len)
+{
+    const char *t;
+    size_t n;
+    struct lexer save = *lx;
+    sim_image_params_known(out, name, len); /* even with no list: none */
+    if (!next_tok(lx, &t, &n) || !tok_is(t, n, "(")) {
+        *lx = save;
+        return 0;
+    }
+    uint32_t index = 0, offset = 0;
+    uint64_t elem = 0, align = 0, count = 1;
+    int in_param = 0;
+    while (next_tok(lx, &t, &n)) {
+        if (tok_is(t, n, ")") || tok_is(t, n, ",")) {
+            if (in_param && elem) {
+                uint64_t a = align ? align : elem;
+                offset = (uint32_t)((offset + a - 1) / a * a);
+                uint64_t size = elem * count;
+                if (sim_image_param(out, name, len, index++, offset, (uint32_t)size))
+                    return -1;
+                offset += (uint32_t)size;
+            }
+            in_param = 0;
+            elem = align = 0;
+            count = 1;
+            if (tok_is(t, n, ")"))
+                return 0;
+            continue;
+        }
+        if (tok_is(t, n, ".param")) {
+            in_param = 1;
+        } else if (tok_is(t, n, ".align")) {
+            const char *v;
+            size_t vn;
+            if (next_tok(lx, &v, &vn))
+                align = strtoull(v, NULL, 10);
+        } else if (tok_is(t, n, "[")) {
+            const char *v;
+            size_t vn;
+            if (next_tok(lx, &v, &vn) && !tok_is(v, vn, "]")) {
+                count *= strtoull(v, NULL, 0);
+                next_tok(lx, &v, &vn); /* ] */
+            }
+        } else if (t[0] == '.' && type_size(t, n)) {
+            elem = type_size(t, n);
+        }
+    }
+    return 0;
+}
+
 static void strip_comments(char *s, size_t n)
 {
     for (size_t i = 0; i + 1 < n; i++) {
@@ -184,7 +237,8 @@ CUresult sim_image_ptx(const char *text, size_t n, struct sim_image *out)
             size_t len;
             if (!next_tok(&lx, &name, &len))
                 break;
-            if (!ext && sim_image_add(out, name, len, SIM_SYM_KERNEL, 0))
+            if (!ext && (sim_image_add(out, name, len, SIM_SYM_KERNEL, 0) ||
+                         parse_params(&lx, out, name, len)))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
             ext = 0;
         } else if (depth == 0 && (tok_is(t, tn, ".global") || tok_is(t, tn, ".const"))) {

@@ -7,6 +7,7 @@ Each scenario of scripts/api_probe.py runs in its own process on its own simulat
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,25 @@ def test_vmm_handles_share_through_a_file_descriptor(sim_env: dict[str, str]) ->
     assert out["props"] == [1, 1, 1, 0]  # PINNED, POSIX fd, DEVICE 0
     assert out["export_unrequested"] == INVALID_VALUE
     assert out["release_again"] == INVALID_VALUE
+
+
+def test_kernel_parameter_layout_from_ptx(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "params")
+    # .u32 a; .u64 b (8-aligned); .align 16 .b8 c[24]; .f32 d
+    assert out["ptx"] == [[0, 4], [8, 8], [16, 24], [40, 4]]
+    assert out["ptx_none"] == []
+    assert out["annotated"] == NOT_SUPPORTED  # an annotation-only image does not say
+
+
+def test_kernel_parameter_layout_from_an_nvcc_cubin(sim_env: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc") or "/usr/local/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc is not installed")
+    src = Path(__file__).resolve().parents[1] / "clients" / "progs" / "kernels.cu"
+    cubin = tmp_path / "k.cubin"
+    subprocess.run([nvcc, "-arch=sm_90", "-cubin", "-o", str(cubin), str(src)], check=True,
+                   capture_output=True, timeout=120)
+    out = probe(sim_env, "params", str(cubin))
+    assert out["cubin"] == [[0, 8], [8, 4]]  # scale(float *p, int n): EIATTR_KPARAM_INFO
+    assert out["cubin_kernel"] == [[0, 8], [8, 4]]

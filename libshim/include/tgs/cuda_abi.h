@@ -778,6 +778,8 @@ typedef struct CUgraphNodeParams_st {
     X(cuFuncIsLoaded, (CUfunctionLoadingState *state, CUfunction function)) \
     X(cuFuncLoad, (CUfunction function)) \
     X(cuFuncGetAttribute, (int *pi, CUfunction_attribute attrib, CUfunction hfunc)) \
+    X(cuFuncGetParamInfo, (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)) \
+    X(cuKernelGetParamInfo, (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)) \
     X(cuFuncSetAttribute, (CUfunction hfunc, CUfunction_attribute attrib, int value)) \
     X(cuFuncSetCacheConfig, (CUfunction hfunc, CUfunc_cache config)) \
     X(cuLibraryLoadData, (CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)) \

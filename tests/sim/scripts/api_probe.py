@@ -373,6 +373,43 @@ def scenario_vmm_share() -> None:
     out["release_again"] = call("cuMemRelease", h2)
 
 
+def param_layout(fn: vp, getter: str = "cuFuncGetParamInfo") -> list | int:
+    res, off, size = [], C.c_size_t(), C.c_size_t()
+    for i in range(8):
+        r = call(getter, fn, C.c_size_t(i), C.byref(off), C.byref(size))
+        if r == 1:  # past the last parameter
+            return res
+        if r:
+            return r
+        res.append([off.value, size.value])
+    return res
+
+
+def scenario_params() -> None:
+    setup()
+    ptx = (b".version 8.0\n.target sm_90\n.visible .entry k(.param .u32 a, .param .u64 b,"
+           b" .param .align 16 .b8 c[24], .param .f32 d)\n{\nret;\n}\n.entry none()\n{\nret;\n}\n")
+    _, mod = load(ptx)
+    fn, fn2 = vp(), vp()
+    ok("cuModuleGetFunction", C.byref(fn), mod, b"k")
+    ok("cuModuleGetFunction", C.byref(fn2), mod, b"none")
+    out["ptx"] = param_layout(fn)
+    out["ptx_none"] = param_layout(fn2)
+    _, amod = load(b"// tgs-sim: cost k2 1.0\n")
+    ok("cuModuleGetFunction", C.byref(fn2), amod, b"k2")
+    out["annotated"] = param_layout(fn2)
+    if len(sys.argv) > 2:
+        data = open(sys.argv[2], "rb").read()
+        cmod = vp()
+        ok("cuModuleLoadData", C.byref(cmod), C.c_char_p(data))
+        ok("cuModuleGetFunction", C.byref(fn), cmod, b"scale")
+        out["cubin"] = param_layout(fn)
+        lib, kern = vp(), vp()
+        ok("cuLibraryLoadData", C.byref(lib), C.c_char_p(data), None, None, 0, None, None, 0)
+        ok("cuLibraryGetKernel", C.byref(kern), lib, b"scale")
+        out["cubin_kernel"] = param_layout(kern, "cuKernelGetParamInfo")
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

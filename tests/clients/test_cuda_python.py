@@ -46,8 +46,12 @@ def test_nvcc_cubin_module_and_library(sim_env: dict[str, str],
     assert r.out["cubin_library_kernel"] == "CUDA_SUCCESS"
 
 
-def test_driver_flow_under_the_shim_with_a_quota(quota_job: QuotaJob) -> None:
-    r = run_json("cuda_python_flow.py", quota_job.env, "-", str(2 * QUOTA))
+@pytest.mark.parametrize("per_thread", ["0", "1"])
+def test_driver_flow_under_the_shim_with_a_quota(quota_job: QuotaJob, per_thread: str) -> None:
+    # with 1, cuda-bindings resolves every entry point with the per-thread default-stream
+    # flag: the shim must substitute its hooks for the _ptsz/_ptds variants too
+    env = dict(quota_job.env, CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=per_thread)
+    r = run_json("cuda_python_flow.py", env, "-", str(2 * QUOTA))
     _check_flow(r.out)
     assert r.out["mem_total"] == QUOTA  # the device shows the job's quota
     assert r.out["too_big"] == "CUDA_ERROR_OUT_OF_MEMORY"

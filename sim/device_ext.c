@@ -231,3 +231,40 @@ CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
     return hEvent->ctx == hCtx ? CUDA_SUCCESS : cuEventSynchronize(hEvent);
 }
+
+/* The deprecated attach/detach pair: the current context, counted by the
+ * caller as a reference it gives back with cuCtxDetach. */
+CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pctx || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDetach(CUcontext ctx)
+{
+    struct CUctx_st *cur;
+    CUresult r = sim_current_ctx(&cur);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_handle_ok(ctx, SIM_K_CTX) && ctx == cur ? CUDA_SUCCESS
+                                                       : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format,
+                                            unsigned numChannels, CUdevice dev)
+{
+    (void)format;
+    CUresult r = sim_check_dev(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!maxWidthInElements || (numChannels != 1 && numChannels != 2 && numChannels != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    *maxWidthInElements = 1ull << 28; /* an sm_90 device */
+    return CUDA_SUCCESS;
+}

@@ -482,6 +482,11 @@ CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out)
             sim_graph_free(c);
         return r;
     }
+    for (size_t i = 0; i < g->n; i++) { /* kernel node attributes come along */
+        c->nodes[i]->kattrs_set = g->nodes[i]->kattrs_set;
+        memcpy(c->nodes[i]->kattrs, g->nodes[i]->kattrs, sizeof c->nodes[i]->kattrs);
+    }
+    c->origin = g;
     *out = c;
     return CUDA_SUCCESS;
 }

@@ -28,6 +28,8 @@ struct CUgraphNode_st {
     struct sim_obj obj;
     struct CUgraph_st *graph;
     struct sim_gwork w;
+    unsigned int kattrs_set;             /* kernel nodes: launch attributes set (bits) */
+    CUlaunchAttributeValue kattrs[16];
     struct CUgraphNode_st **deps; /* nodes this one depends on */
     size_t ndeps;
 };
@@ -36,6 +38,7 @@ struct CUgraph_st {
     struct sim_obj obj;
     struct CUgraphNode_st **nodes; /* in insertion order */
     size_t n;
+    struct CUgraph_st *origin; /* the graph this one was cloned from (a clone keeps its order) */
 };
 
 /* An executable graph: its nodes' work in a dependency order, child graphs

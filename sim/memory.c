@@ -186,6 +186,13 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = reg.base;
+    if (kind == SIM_R_GRAPH) { /* cuDeviceGetGraphMemAttribute's counters */
+        uint64_t now = __atomic_add_fetch(&g_sim.graph_mem[ctx->dev], size, __ATOMIC_RELAXED);
+        uint64_t hi = __atomic_load_n(&g_sim.graph_mem_high[ctx->dev], __ATOMIC_RELAXED);
+        while (now > hi && !__atomic_compare_exchange_n(&g_sim.graph_mem_high[ctx->dev], &hi, now,
+                                                        1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -201,6 +208,8 @@ CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
         return CUDA_ERROR_INVALID_VALUE;
     if (reg.pool)
         sim_pool_uncharge(reg.pool, reg.size);
+    if (reg.kind == SIM_R_GRAPH)
+        __atomic_sub_fetch(&g_sim.graph_mem[reg.dev], reg.size, __ATOMIC_RELAXED);
     munmap((void *)(uintptr_t)reg.base, reg.size);
     return sim_mem_account(reg.dev, -(int64_t)reg.acct, reg.kind == SIM_R_MANAGED);
 }

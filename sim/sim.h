@@ -160,6 +160,8 @@ struct sim_globals {
     size_t limits[8];
     int limits_set[8];
     int cache_config;
+    /* graph memory (mem-alloc nodes) per device: now and at most */
+    uint64_t graph_mem[SIM_MAX_DEVICES], graph_mem_high[SIM_MAX_DEVICES];
     /* memory pools: the devices' default pools and the current ones */
     struct CUmemPoolHandle_st default_pool[SIM_MAX_DEVICES];
     struct CUmemPoolHandle_st *current_pool[SIM_MAX_DEVICES];

@@ -168,3 +168,10 @@ def test_kernel_parameter_layout_from_an_nvcc_cubin(sim_env: dict[str, str],
     out = probe(sim_env, "params", str(cubin))
     assert out["cubin"] == [[0, 8], [8, 4]]  # scale(float *p, int n): EIATTR_KPARAM_INFO
     assert out["cubin_kernel"] == [[0, 8], [8, 4]]
+
+
+def test_kernel_node_attributes_clones_and_graph_memory(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "graph_more")
+    assert out["clone_priority"] == -3 and out["found_differs"] is True
+    assert out["graph_mem"] == 2 << 20 and out["graph_mem_after"] == 0
+    assert out["graph_mem_high"] == 2 << 20

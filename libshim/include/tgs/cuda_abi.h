@@ -745,6 +745,17 @@ typedef struct CUgraphNodeParams_st {
     long long reserved2;
 } CUgraphNodeParams;
 
+/* ---- graph memory, kernel node attributes (sim-api) ---- */
+typedef enum CUgraphMem_attribute_enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT,
+    CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH
+} CUgraphMem_attribute;
+
+typedef CUlaunchAttributeID CUkernelNodeAttrID;
+typedef CUlaunchAttributeValue CUkernelNodeAttrValue;
+
 #endif /* !TGS_CUDA_ABI_SYSTEM_TYPES */
 
 /* Special stream handles, as in cuda.h. */
@@ -997,6 +1008,16 @@ typedef struct CUgraphNodeParams_st {
     X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle *handle, void *addr)) \
     X(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)) \
     X(cuMemGetAccess, (unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)) \
+    X(cuDeviceGetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void *value)) \
+    X(cuDeviceSetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void *value)) \
+    X(cuDeviceGraphMemTrim, (CUdevice device)) \
+    X(cuGraphKernelNodeGetAttribute, (CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)) \
+    X(cuGraphKernelNodeSetAttribute, (CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)) \
+    X(cuGraphKernelNodeCopyAttributes, (CUgraphNode dst, CUgraphNode src)) \
+    X(cuGraphNodeFindInClone, (CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)) \
+    X(cuCtxAttach, (CUcontext *pctx, unsigned int flags)) \
+    X(cuCtxDetach, (CUcontext ctx)) \
+    X(cuDeviceGetTexture1DLinearMaxWidth, (size_t *maxWidthInElements, CUarray_format format, unsigned numChannels, CUdevice dev)) \
     X(cuTensorMapEncodeTiled, (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)) \
     X(cuTensorMapReplaceAddress, (CUtensorMap *tensorMap, void *globalAddress)) \
     X(cuOccupancyMaxActiveClusters, (int *numClusters, CUfunction func, const CUlaunchConfig *config)) \

@@ -410,6 +410,43 @@ def scenario_params() -> None:
         out["cubin_kernel"] = param_layout(kern, "cuKernelGetParamInfo")
 
 
+def scenario_graph_more() -> None:
+    setup()
+    _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")
+    fn = vp()
+    ok("cuModuleGetFunction", C.byref(fn), mod, b"k")
+    g, k, e = vp(), vp(), vp()
+    ok("cuGraphCreate", C.byref(g), 0)
+    kp = KernelParams(fn, 1, 1, 1, 32, 1, 1, 0, None, None, None, None)
+    ok("cuGraphAddKernelNode_v2", C.byref(k), g, None, 0, C.byref(kp))
+    ok("cuGraphAddEmptyNode", C.byref(e), g, C.byref(k), 1)
+    val = (C.c_ubyte * 64)()
+    C.c_int.from_buffer(val).value = -3
+    ok("cuGraphKernelNodeSetAttribute", k, 8, val)  # PRIORITY
+    clone, ck = vp(), vp()
+    ok("cuGraphClone", C.byref(clone), g)
+    ok("cuGraphNodeFindInClone", C.byref(ck), k, clone)
+    back = (C.c_ubyte * 64)()
+    ok("cuGraphKernelNodeGetAttribute", ck, 8, back)
+    out["clone_priority"] = C.c_int.from_buffer(back).value
+    out["found_differs"] = ck.value != k.value
+    props = (C.c_ubyte * 88)()
+    C.memmove(props, struct.pack("<iiii", 1, 0, 1, 0), 16)
+    alloc = (C.c_ubyte * 128)()  # CUDA_MEM_ALLOC_NODE_PARAMS: props, access, count, size, dptr
+    C.memmove(alloc, bytes(props), 88)
+    C.memmove(C.byref(alloc, 104), struct.pack("<Q", 1 << 21), 8)
+    a = vp()
+    ok("cuGraphAddMemAllocNode", C.byref(a), g, None, 0, alloc)
+    used = C.c_uint64()
+    ok("cuDeviceGetGraphMemAttribute", 0, 0, C.byref(used))
+    out["graph_mem"] = used.value
+    ok("cuGraphDestroy", g)
+    ok("cuDeviceGetGraphMemAttribute", 0, 0, C.byref(used))
+    out["graph_mem_after"] = used.value
+    ok("cuDeviceGetGraphMemAttribute", 0, 1, C.byref(used))
+    out["graph_mem_high"] = used.value
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

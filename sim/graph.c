@@ -1,7 +1,8 @@
 /*
  * graph.c: building CUDA graphs: every node kind a framework records
  * (kernel, memcpy, memset, host, event record and wait, empty, child graph,
- * memory alloc and free), their dependencies, queries and clones.
+ * memory alloc and free), clones and destruction; graph_query.c reads and
+ * edits nodes and edges.
  * graph_exec.c instantiates and runs them.  A memory-alloc node allocates
  * its device memory when it is added (so its address is known, as the API
  * promises) and keeps it until the graph is destroyed or it is freed.
@@ -11,7 +12,7 @@
 
 #include "graph.h"
 
-static CUresult graph_ok(CUgraph g)
+CUresult sim_graph_ok(CUgraph g)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -19,7 +20,7 @@ static CUresult graph_ok(CUgraph g)
     return sim_handle_ok(g, SIM_K_GRAPH) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult node_ok(CUgraphNode n, int type)
+CUresult sim_graph_node_ok(CUgraphNode n, int type)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
@@ -33,7 +34,7 @@ static CUresult node_ok(CUgraphNode n, int type)
 static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
                     const struct sim_gwork *w)
 {
-    CUresult r = graph_ok(g);
+    CUresult r = sim_graph_ok(g);
     if (r != CUDA_SUCCESS)
         return r;
     if (!out || (nd && !deps))
@@ -61,7 +62,7 @@ static CUresult add(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t
     return CUDA_SUCCESS;
 }
 
-static int kernel_ok(const CUDA_KERNEL_NODE_PARAMS_v2 *p)
+int sim_graph_kernel_ok(const CUDA_KERNEL_NODE_PARAMS_v2 *p)
 {
     return (sim_handle_ok(p->func, SIM_K_FUNC) || sim_handle_ok(p->func, SIM_K_KERNEL) ||
             (!p->func && sim_handle_ok(p->kern, SIM_K_KERNEL))) &&
@@ -69,7 +70,7 @@ static int kernel_ok(const CUDA_KERNEL_NODE_PARAMS_v2 *p)
            p->blockDimZ && !(p->kernelParams && p->extra);
 }
 
-static void kernel_norm(CUDA_KERNEL_NODE_PARAMS_v2 *p)
+void sim_graph_kernel_norm(CUDA_KERNEL_NODE_PARAMS_v2 *p)
 {
     if (!p->func && p->kern)
         p->func = (CUfunction)(void *)p->kern; /* a CUkernel launches as its function */
@@ -79,15 +80,15 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUgraphNode *dependencies, size_t numDependencies,
                                  const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
 {
-    if (!nodeParams || !kernel_ok(nodeParams))
+    if (!nodeParams || !sim_graph_kernel_ok(nodeParams))
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_KERNEL};
     w.u.kernel = *nodeParams;
-    kernel_norm(&w.u.kernel);
+    sim_graph_kernel_norm(&w.u.kernel);
     return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
 }
 
-static void v1_to_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAMS_v2 *b)
+void sim_graph_kernel_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAMS_v2 *b)
 {
     memset(b, 0, sizeof *b);
     memcpy(b, a, sizeof *a); /* v2 extends v1 */
@@ -100,7 +101,7 @@ CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     if (!nodeParams)
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     CUDA_KERNEL_NODE_PARAMS_v2 p;
-    v1_to_v2(nodeParams, &p);
+    sim_graph_kernel_v2(nodeParams, &p);
     return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &p);
 }
 
@@ -181,7 +182,7 @@ CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                   const CUgraphNode *dependencies, size_t numDependencies,
                                   CUgraph childGraph)
 {
-    CUresult r = graph_ok(childGraph);
+    CUresult r = sim_graph_ok(childGraph);
     if (r != CUDA_SUCCESS)
         return r;
     if (childGraph == hGraph)
@@ -199,7 +200,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                 const CUgraphNode *dependencies, size_t numDependencies,
                                 CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
-    CUresult r = graph_ok(hGraph);
+    CUresult r = sim_graph_ok(hGraph);
     if (r != CUDA_SUCCESS)
         return r;
     if (!nodeParams || !nodeParams->bytesize ||
@@ -231,180 +232,6 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     return add(phGraphNode, hGraph, dependencies, numDependencies, &w);
 }
 
-/* ---- node queries and updates ---- */
-
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (r != CUDA_SUCCESS || !nodeParams)
-        return r ? r : CUDA_ERROR_INVALID_VALUE;
-    *nodeParams = hNode->w.u.kernel;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    CUDA_KERNEL_NODE_PARAMS_v2 p;
-    if (!nodeParams)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    CUresult r = cuGraphKernelNodeGetParams_v2(hNode, &p);
-    if (r == CUDA_SUCCESS)
-        memcpy(nodeParams, &p, sizeof *nodeParams);
-    return r;
-}
-
-CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
-{
-    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!nodeParams || !kernel_ok(nodeParams))
-        return CUDA_ERROR_INVALID_VALUE;
-    hNode->w.u.kernel = *nodeParams;
-    kernel_norm(&hNode->w.u.kernel);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-    if (!nodeParams)
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    CUDA_KERNEL_NODE_PARAMS_v2 p;
-    v1_to_v2(nodeParams, &p);
-    return cuGraphKernelNodeSetParams_v2(hNode, &p);
-}
-
-#define GETTER(name, type, T, field)                                                       \
-    CUresult name(CUgraphNode hNode, T *out)                                               \
-    {                                                                                      \
-        CUresult r = node_ok(hNode, type);                                                 \
-        if (r != CUDA_SUCCESS || !out)                                                     \
-            return r ? r : CUDA_ERROR_INVALID_VALUE;                                       \
-        *out = hNode->w.u.field;                                                           \
-        return CUDA_SUCCESS;                                                               \
-    }
-
-GETTER(cuGraphMemcpyNodeGetParams, CU_GRAPH_NODE_TYPE_MEMCPY, CUDA_MEMCPY3D, copy)
-GETTER(cuGraphMemsetNodeGetParams, CU_GRAPH_NODE_TYPE_MEMSET, CUDA_MEMSET_NODE_PARAMS, memset)
-GETTER(cuGraphHostNodeGetParams, CU_GRAPH_NODE_TYPE_HOST, CUDA_HOST_NODE_PARAMS, host)
-GETTER(cuGraphEventRecordNodeGetEvent, CU_GRAPH_NODE_TYPE_EVENT_RECORD, CUevent, event)
-GETTER(cuGraphEventWaitNodeGetEvent, CU_GRAPH_NODE_TYPE_WAIT_EVENT, CUevent, event)
-GETTER(cuGraphChildGraphNodeGetGraph, CU_GRAPH_NODE_TYPE_GRAPH, CUgraph, child)
-GETTER(cuGraphMemAllocNodeGetParams, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CUDA_MEM_ALLOC_NODE_PARAMS,
-       alloc)
-GETTER(cuGraphMemFreeNodeGetParams, CU_GRAPH_NODE_TYPE_MEM_FREE, CUdeviceptr, free_ptr)
-
-CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-    CUresult r = node_ok(hNode, -1);
-    if (r != CUDA_SUCCESS || !type)
-        return r ? r : CUDA_ERROR_INVALID_VALUE;
-    *type = hNode->w.type;
-    return CUDA_SUCCESS;
-}
-
-/* Copy up to *n of the m items out, or say how many there are. */
-static void list_out(CUgraphNode *dst, size_t *n, CUgraphNode const *src, size_t m)
-{
-    if (!dst) {
-        *n = m;
-        return;
-    }
-    for (size_t i = 0; i < *n; i++)
-        dst[i] = i < m ? src[i] : NULL;
-    if (*n > m)
-        *n = m;
-}
-
-CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
-{
-    CUresult r = graph_ok(hGraph);
-    if (r != CUDA_SUCCESS || !numNodes)
-        return r ? r : CUDA_ERROR_INVALID_VALUE;
-    list_out(nodes, numNodes, hGraph->nodes, hGraph->n);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
-{
-    CUresult r = graph_ok(hGraph);
-    if (r != CUDA_SUCCESS || !numRootNodes)
-        return r ? r : CUDA_ERROR_INVALID_VALUE;
-    CUgraphNode *roots = malloc((hGraph->n + 1) * sizeof *roots);
-    if (!roots)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t m = 0;
-    for (size_t i = 0; i < hGraph->n; i++)
-        if (!hGraph->nodes[i]->ndeps)
-            roots[m++] = hGraph->nodes[i];
-    list_out(rootNodes, numRootNodes, roots, m);
-    free(roots);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
-                            CUgraphEdgeData *edgeData, size_t *numEdges)
-{
-    CUresult r = graph_ok(hGraph);
-    if (r != CUDA_SUCCESS || !numEdges || (!from) != (!to))
-        return r ? r : CUDA_ERROR_INVALID_VALUE;
-    size_t m = 0;
-    for (size_t i = 0; i < hGraph->n; i++)
-        for (size_t j = 0; j < hGraph->nodes[i]->ndeps; j++, m++)
-            if (from && m < *numEdges) {
-                from[m] = hGraph->nodes[i]->deps[j];
-                to[m] = hGraph->nodes[i];
-                if (edgeData)
-                    memset(&edgeData[m], 0, sizeof *edgeData);
-            }
-    if (from && *numEdges > m)
-        for (size_t k = m; k < *numEdges; k++)
-            from[k] = to[k] = NULL;
-    if (!from || *numEdges > m)
-        *numEdges = m;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
-{
-    return cuGraphGetEdges_v2(hGraph, from, to, NULL, numEdges);
-}
-
-static int default_edge(const CUgraphEdgeData *e)
-{
-    static const CUgraphEdgeData zero;
-    return !e || !memcmp(e, &zero, sizeof zero);
-}
-
-CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
-                                   const CUgraphEdgeData *edgeData, size_t numDependencies)
-{
-    CUresult r = graph_ok(hGraph);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (numDependencies && (!from || !to))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < numDependencies; i++) {
-        if (!sim_handle_ok(from[i], SIM_K_NODE) || !sim_handle_ok(to[i], SIM_K_NODE) ||
-            from[i]->graph != hGraph || to[i]->graph != hGraph || from[i] == to[i] ||
-            !default_edge(edgeData ? &edgeData[i] : NULL))
-            return CUDA_ERROR_INVALID_VALUE;
-        struct CUgraphNode_st *t = to[i];
-        struct CUgraphNode_st **d = realloc(t->deps, (t->ndeps + 1) * sizeof *d);
-        if (!d)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        t->deps = d;
-        d[t->ndeps++] = from[i];
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
-                                size_t numDependencies)
-{
-    return cuGraphAddDependencies_v2(hGraph, from, to, NULL, numDependencies);
-}
-
 /* ---- lifetime ---- */
 
 static void node_free(struct CUgraphNode_st *n)
@@ -421,7 +248,7 @@ static void node_free(struct CUgraphNode_st *n)
 
 CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
-    CUresult r = node_ok(hNode, -1);
+    CUresult r = sim_graph_node_ok(hNode, -1);
     if (r != CUDA_SUCCESS)
         return r;
     struct CUgraph_st *g = hNode->graph;
@@ -493,7 +320,7 @@ CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out)
 
 CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
-    CUresult r = graph_ok(originalGraph);
+    CUresult r = sim_graph_ok(originalGraph);
     if (r != CUDA_SUCCESS || !phGraphClone)
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     return sim_graph_clone(originalGraph, phGraphClone);
@@ -517,7 +344,7 @@ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 
 CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult r = graph_ok(hGraph);
+    CUresult r = sim_graph_ok(hGraph);
     if (r != CUDA_SUCCESS)
         return r;
     sim_graph_free(hGraph);

@@ -59,6 +59,11 @@ struct CUgraphExec_st {
 };
 
 /* graph.c */
+CUresult sim_graph_ok(CUgraph g);
+CUresult sim_graph_node_ok(CUgraphNode n, int type); /* type -1: any kind */
+int sim_graph_kernel_ok(const CUDA_KERNEL_NODE_PARAMS_v2 *p);
+void sim_graph_kernel_norm(CUDA_KERNEL_NODE_PARAMS_v2 *p);
+void sim_graph_kernel_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAMS_v2 *b);
 CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out);
 void sim_graph_free(struct CUgraph_st *g);
 /* graph_exec.c: a graph's steps, in order (malloc'ed); the step of a node */

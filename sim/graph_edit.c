@@ -9,16 +9,6 @@
 
 #include "graph.h"
 
-static CUresult node_ok(CUgraphNode n, int type)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!sim_handle_ok(n, SIM_K_NODE) || (type >= 0 && n->w.type != (CUgraphNodeType)type))
-        return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
-}
-
 /* Copy up to *n of the m nodes out (edge data: default), or say how many. */
 static void nodes_out(CUgraphNode *dst, CUgraphEdgeData *ed, size_t *n, CUgraphNode *src,
                       size_t m)
@@ -39,7 +29,7 @@ static void nodes_out(CUgraphNode *dst, CUgraphEdgeData *ed, size_t *n, CUgraphN
 CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
                                        CUgraphEdgeData *edgeData, size_t *numDependencies)
 {
-    CUresult r = node_ok(hNode, -1);
+    CUresult r = sim_graph_node_ok(hNode, -1);
     if (r != CUDA_SUCCESS || !numDependencies)
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     nodes_out(dependencies, edgeData, numDependencies, hNode->deps, hNode->ndeps);
@@ -55,7 +45,7 @@ CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies
 CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
                                          CUgraphEdgeData *edgeData, size_t *numDependentNodes)
 {
-    CUresult r = node_ok(hNode, -1);
+    CUresult r = sim_graph_node_ok(hNode, -1);
     if (r != CUDA_SUCCESS || !numDependentNodes)
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     struct CUgraph_st *g = hNode->graph;
@@ -113,7 +103,7 @@ CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, cons
 
 CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
 {
-    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_MEMCPY);
+    CUresult r = sim_graph_node_ok(hNode, CU_GRAPH_NODE_TYPE_MEMCPY);
     if (r != CUDA_SUCCESS || !nodeParams)
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     hNode->w.u.copy = *nodeParams;
@@ -122,7 +112,7 @@ CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *node
 
 CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
-    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_MEMSET);
+    CUresult r = sim_graph_node_ok(hNode, CU_GRAPH_NODE_TYPE_MEMSET);
     if (r != CUDA_SUCCESS || !nodeParams)
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     unsigned int e = nodeParams->elementSize;
@@ -134,7 +124,7 @@ CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PA
 
 CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    CUresult r = node_ok(hNode, CU_GRAPH_NODE_TYPE_HOST);
+    CUresult r = sim_graph_node_ok(hNode, CU_GRAPH_NODE_TYPE_HOST);
     if (r != CUDA_SUCCESS || !nodeParams || !nodeParams->fn)
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     hNode->w.u.host = *nodeParams;
@@ -143,7 +133,7 @@ CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS
 
 static CUresult set_event(CUgraphNode n, CUevent e, int type)
 {
-    CUresult r = node_ok(n, type);
+    CUresult r = sim_graph_node_ok(n, type);
     if (r != CUDA_SUCCESS || !sim_handle_ok(e, SIM_K_EVENT))
         return r ? r : CUDA_ERROR_INVALID_VALUE;
     n->w.u.event = e;

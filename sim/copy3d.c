@@ -8,9 +8,13 @@
 
 #include "sim.h"
 
-/* Base address of a side, or 0 with *err set. */
-static uintptr_t side(CUmemorytype t, const void *host, CUdeviceptr dev, CUresult *err)
+/* Base address of a side, or 0 with *err set.  An array side also gives
+ * its pitch, height and size (0 for the others). */
+static uintptr_t side(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr,
+                      size_t *pitch, size_t *height, size_t *bytes, CUresult *err)
 {
+    unsigned char *data;
+    *bytes = 0;
     switch (t) {
     case CU_MEMORYTYPE_HOST:
         return (uintptr_t)host;
@@ -18,17 +22,23 @@ static uintptr_t side(CUmemorytype t, const void *host, CUdeviceptr dev, CUresul
     case CU_MEMORYTYPE_UNIFIED:
         return (uintptr_t)dev;
     case CU_MEMORYTYPE_ARRAY:
-        *err = CUDA_ERROR_NOT_SUPPORTED;
-        return 0;
+        if (sim_array_layout(arr, &data, bytes, pitch, height)) {
+            *err = CUDA_ERROR_INVALID_HANDLE;
+            return 0;
+        }
+        return (uintptr_t)data;
     default:
         *err = CUDA_ERROR_INVALID_VALUE;
         return 0;
     }
 }
 
-/* A device side must lie inside one allocation, over its whole span. */
-static int span_ok(CUmemorytype t, uintptr_t first, size_t span)
+/* A device side must lie inside one allocation, an array side inside the
+ * array, over the whole span. */
+static int span_ok(CUmemorytype t, uintptr_t base, size_t bytes, uintptr_t first, size_t span)
 {
+    if (t == CU_MEMORYTYPE_ARRAY)
+        return first - base <= bytes && span <= bytes - (first - base);
     if (t != CU_MEMORYTYPE_DEVICE)
         return first != 0;
     return sim_mem_range_ok(first, span);
@@ -39,22 +49,28 @@ CUresult sim_copy3d(const CUDA_MEMCPY3D *c)
     CUresult err = CUDA_ERROR_INVALID_VALUE;
     if (!c)
         return err;
-    uintptr_t s = side(c->srcMemoryType, c->srcHost, c->srcDevice, &err);
-    uintptr_t d = side(c->dstMemoryType, c->dstHost, c->dstDevice, &err);
+    size_t sap = 0, sah = 0, sab, dap = 0, dah = 0, dab;
+    uintptr_t s = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, &sap, &sah,
+                       &sab, &err);
+    uintptr_t d = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, &dap, &dah,
+                       &dab, &err);
     if (!s || !d)
         return err;
     size_t w = c->WidthInBytes, h = c->Height ? c->Height : 1, dep = c->Depth ? c->Depth : 1;
     if (w == 0)
         return CUDA_SUCCESS;
-    size_t sp = c->srcPitch ? c->srcPitch : w, dp = c->dstPitch ? c->dstPitch : w;
-    size_t sh = c->srcHeight ? c->srcHeight : h, dh = c->dstHeight ? c->dstHeight : h;
+    size_t sp = sap ? sap : c->srcPitch ? c->srcPitch : w;
+    size_t dp = dap ? dap : c->dstPitch ? c->dstPitch : w;
+    size_t sh = sah ? sah : c->srcHeight ? c->srcHeight : h;
+    size_t dh = dah ? dah : c->dstHeight ? c->dstHeight : h;
     if (sp < w || dp < w || sh < h || dh < h)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t s0 = s + c->srcXInBytes + c->srcY * sp + c->srcZ * sp * sh;
     uintptr_t d0 = d + c->dstXInBytes + c->dstY * dp + c->dstZ * dp * dh;
     size_t sspan = (dep - 1) * sp * sh + (h - 1) * sp + w;
     size_t dspan = (dep - 1) * dp * dh + (h - 1) * dp + w;
-    if (!span_ok(c->srcMemoryType, s0, sspan) || !span_ok(c->dstMemoryType, d0, dspan))
+    if (!span_ok(c->srcMemoryType, s, sab, s0, sspan) ||
+        !span_ok(c->dstMemoryType, d, dab, d0, dspan))
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t z = 0; z < dep; z++)
         for (size_t y = 0; y < h; y++)

@@ -110,11 +110,8 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                               const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     (void)ctx;
-    if (!copyParams || copyParams->srcMemoryType == CU_MEMORYTYPE_ARRAY ||
-        copyParams->dstMemoryType == CU_MEMORYTYPE_ARRAY)
-        return sim_check_init() ? sim_check_init()
-               : copyParams     ? CUDA_ERROR_NOT_SUPPORTED
-                                : CUDA_ERROR_INVALID_VALUE;
+    if (!copyParams)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_MEMCPY};
     w.u.copy = *copyParams;
     return add(phGraphNode, hGraph, dependencies, numDependencies, &w);

@@ -294,6 +294,10 @@ int sim_func_attr(const struct CUfunc_st *f, int attr);
 /* read a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile) */
 CUresult sim_read_file(const char *path, void **data, size_t *size);
 
+/* array.c: an array's bytes (rows of `row` bytes, `height` rows per slice) */
+int sim_array_layout(CUarray a, unsigned char **data, size_t *bytes, size_t *row,
+                     size_t *height);
+
 /* copy3d.c: a descriptor copy, done at once (callers order it) */
 CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
 /* memset.c: a pitched fill of elem-byte values, done at once */

@@ -175,3 +175,10 @@ def test_kernel_node_attributes_clones_and_graph_memory(sim_env: dict[str, str])
     assert out["clone_priority"] == -3 and out["found_differs"] is True
     assert out["graph_mem"] == 2 << 20 and out["graph_mem_after"] == 0
     assert out["graph_mem_high"] == 2 << 20
+
+
+def test_arrays_keep_their_bytes(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "arrays")
+    assert out["desc"] == [16, 4, 0x20, 1]
+    assert out["roundtrip"] is True and out["past_end"] == INVALID_VALUE
+    assert out["rows"] == [[72, 73], [136, 137]]

@@ -447,6 +447,40 @@ def scenario_graph_more() -> None:
     out["graph_mem_high"] = used.value
 
 
+class Memcpy2D(C.Structure):
+    _fields_ = [("srcX", C.c_size_t), ("srcY", C.c_size_t), ("srcType", C.c_int),
+                ("srcHost", vp), ("srcDevice", u64), ("srcArray", vp), ("srcPitch", C.c_size_t),
+                ("dstX", C.c_size_t), ("dstY", C.c_size_t), ("dstType", C.c_int),
+                ("dstHost", vp), ("dstDevice", u64), ("dstArray", vp), ("dstPitch", C.c_size_t),
+                ("width", C.c_size_t), ("height", C.c_size_t)]
+
+
+def scenario_arrays() -> None:
+    setup()
+    desc = struct.pack("<QQiI", 16, 4, 0x20, 1)  # 16 x 4 floats: rows of 64 bytes
+    arr = vp()
+    ok("cuArrayCreate_v2", C.byref(arr), desc)
+    back = (C.c_ubyte * 24)()
+    ok("cuArrayGetDescriptor_v2", back, arr)
+    out["desc"] = list(struct.unpack("<QQiI", bytes(back)))
+    src = (C.c_ubyte * 256)(*range(256))
+    ok("cuMemcpyHtoA_v2", arr, 0, src, 256)
+    got = (C.c_ubyte * 256)()
+    ok("cuMemcpyAtoH_v2", got, arr, 0, 256)
+    out["roundtrip"] = bytes(got) == bytes(src)
+    out["past_end"] = call("cuMemcpyHtoA_v2", arr, 200, src, 100)
+    # a 2D copy: the array's rows 1..2, bytes 8..23, into pitched device memory
+    d = u64()
+    ok("cuMemAlloc_v2", C.byref(d), 4096)
+    c = Memcpy2D(srcX=8, srcY=1, srcType=3, srcArray=arr, dstType=2, dstDevice=d, dstPitch=512,
+                 width=16, height=2)
+    ok("cuMemcpy2D_v2", C.byref(c))
+    row0, row1 = (C.c_ubyte * 16)(), (C.c_ubyte * 16)()
+    ok("cuMemcpyDtoH_v2", row0, d, 16)
+    ok("cuMemcpyDtoH_v2", row1, u64(d.value + 512), 16)
+    out["rows"] = [list(row0)[:2], list(row1)[:2]]  # 64 + 8 = 72, 128 + 8 = 136
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

@@ -147,3 +147,29 @@ CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
     return run(pCopy, 0, hStream);
 }
+
+/* The peer form: the same fields, with contexts where 3D has reserved ones. */
+static CUresult peer(const CUDA_MEMCPY3D_PEER *p, int sync, CUstream s)
+{
+    if (!p)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    if ((p->srcContext && !sim_handle_ok(p->srcContext, SIM_K_CTX)) ||
+        (p->dstContext && !sim_handle_ok(p->dstContext, SIM_K_CTX)))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_CONTEXT;
+    CUDA_MEMCPY3D c;
+    _Static_assert(sizeof c == sizeof *p, "CUDA_MEMCPY3D_PEER mirrors CUDA_MEMCPY3D");
+    memcpy(&c, p, sizeof c);
+    c.reserved0 = c.reserved1 = NULL;
+    return run(&c, sync, s);
+}
+
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy) { return peer(pCopy, 1, NULL); }
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy) { return peer(pCopy, 1, NULL); }
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    return peer(pCopy, 0, hStream);
+}
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    return peer(pCopy, 0, hStream);
+}

@@ -269,6 +269,7 @@ CUresult cuGraphDestroyNode(CUgraphNode hNode)
 void sim_graph_free(struct CUgraph_st *g)
 {
     sim_handle_del(g);
+    sim_graph_drop_refs(g);
     for (size_t i = 0; i < g->n; i++)
         node_free(g->nodes[i]);
     free(g->nodes);

@@ -34,8 +34,16 @@ struct CUgraphNode_st {
     size_t ndeps;
 };
 
+/* A graph's references on a user object (user_object.c). */
+struct sim_graph_ref {
+    struct CUuserObject_st *obj;
+    unsigned int count;
+};
+
 struct CUgraph_st {
     struct sim_obj obj;
+    struct sim_graph_ref *refs;
+    size_t nrefs;
     struct CUgraphNode_st **nodes; /* in insertion order */
     size_t n;
     struct CUgraph_st *origin; /* the graph this one was cloned from (a clone keeps its order) */
@@ -65,6 +73,8 @@ int sim_graph_kernel_ok(const CUDA_KERNEL_NODE_PARAMS_v2 *p);
 void sim_graph_kernel_norm(CUDA_KERNEL_NODE_PARAMS_v2 *p);
 void sim_graph_kernel_v2(const CUDA_KERNEL_NODE_PARAMS_v1 *a, CUDA_KERNEL_NODE_PARAMS_v2 *b);
 CUresult sim_graph_clone(struct CUgraph_st *g, struct CUgraph_st **out);
+/* user_object.c: drop every user-object reference the graph holds */
+void sim_graph_drop_refs(struct CUgraph_st *g);
 void sim_graph_free(struct CUgraph_st *g);
 /* graph_exec.c: a graph's steps, in order (malloc'ed); the step of a node */
 CUresult sim_graph_steps(struct CUgraph_st *g, struct sim_gstep **out, size_t *n);

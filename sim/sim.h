@@ -33,6 +33,7 @@ enum sim_kind {
     SIM_K_LIB,
     SIM_K_KERNEL,
     SIM_K_LINK,
+    SIM_K_USER_OBJECT,
 };
 
 /* Every handle the simulator gives out starts with this header. */

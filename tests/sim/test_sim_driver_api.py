@@ -182,3 +182,10 @@ def test_arrays_keep_their_bytes(sim_env: dict[str, str]) -> None:
     assert out["desc"] == [16, 4, 0x20, 1]
     assert out["roundtrip"] is True and out["past_end"] == INVALID_VALUE
     assert out["rows"] == [[72, 73], [136, 137]]
+
+
+def test_user_objects_and_peer_copies(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "user_objects")
+    assert out["after_user_release"] == 0 and out["after_graph_destroy"] == 1
+    assert out["over_release"] == INVALID_VALUE
+    assert out["peer_size"] == 200 and out["peer_copy"] == [0x33, 0x33]

@@ -389,6 +389,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 /* ---- modules, libraries, the JIT linker, function attributes (sim-api) ---- */
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUuserObject_st *CUuserObject;
 typedef struct CUlinkState_st *CUlinkState;
 
 typedef enum CUfunction_attribute_enum {
@@ -756,6 +757,43 @@ typedef enum CUgraphMem_attribute_enum {
 typedef CUlaunchAttributeID CUkernelNodeAttrID;
 typedef CUlaunchAttributeValue CUkernelNodeAttrValue;
 
+/* ---- peer 3D copies, user objects (sim-api) ---- */
+typedef struct CUDA_MEMCPY3D_PEER_st {
+    size_t srcXInBytes;
+    size_t srcY;
+    size_t srcZ;
+    size_t srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    CUcontext srcContext;
+    size_t srcPitch;
+    size_t srcHeight;
+    size_t dstXInBytes;
+    size_t dstY;
+    size_t dstZ;
+    size_t dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    CUcontext dstContext;
+    size_t dstPitch;
+    size_t dstHeight;
+    size_t WidthInBytes;
+    size_t Height;
+    size_t Depth;
+} CUDA_MEMCPY3D_PEER;
+
+typedef enum CUuserObject_flags_enum {
+    CU_USER_OBJECT_NO_DESTRUCTOR_SYNC = 1
+} CUuserObject_flags;
+
+typedef enum CUuserObjectRetain_flags_enum {
+    CU_GRAPH_USER_OBJECT_MOVE = 1
+} CUuserObjectRetain_flags;
+
 #endif /* !TGS_CUDA_ABI_SYSTEM_TYPES */
 
 /* Special stream handles, as in cuda.h. */
@@ -1034,6 +1072,15 @@ typedef CUlaunchAttributeValue CUkernelNodeAttrValue;
     X(cuMemcpyAtoA_v2_ptds, (CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)) \
     X(cuArrayGetDescriptor_v2, (CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)) \
     X(cuArray3DGetDescriptor_v2, (CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)) \
+    X(cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *pCopy)) \
+    X(cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *pCopy)) \
+    X(cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)) \
+    X(cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)) \
+    X(cuUserObjectCreate, (CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)) \
+    X(cuUserObjectRetain, (CUuserObject object, unsigned int count)) \
+    X(cuUserObjectRelease, (CUuserObject object, unsigned int count)) \
+    X(cuGraphRetainUserObject, (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)) \
+    X(cuGraphReleaseUserObject, (CUgraph graph, CUuserObject object, unsigned int count)) \
     X(cuTensorMapEncodeTiled, (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)) \
     X(cuTensorMapReplaceAddress, (CUtensorMap *tensorMap, void *globalAddress)) \
     X(cuOccupancyMaxActiveClusters, (int *numClusters, CUfunction func, const CUlaunchConfig *config)) \

@@ -481,6 +481,36 @@ def scenario_arrays() -> None:
     out["rows"] = [list(row0)[:2], list(row1)[:2]]  # 64 + 8 = 72, 128 + 8 = 136
 
 
+def scenario_user_objects() -> None:
+    ctx = setup()
+    destroyed: list[int] = []
+    cb = HOSTFN(lambda _p: destroyed.append(1))
+    obj, g = vp(), vp()
+    ok("cuUserObjectCreate", C.byref(obj), None, cb, 1, 1)
+    ok("cuGraphCreate", C.byref(g), 0)
+    ok("cuGraphRetainUserObject", g, obj, 2, 0)
+    ok("cuUserObjectRelease", obj, 1)
+    out["after_user_release"] = len(destroyed)
+    ok("cuGraphDestroy", g)
+    out["after_graph_destroy"] = len(destroyed)
+    out["over_release"] = call("cuUserObjectRelease", obj, 1)  # gone
+    # a 3D peer copy between two allocations of the current context
+    a, b = u64(), u64()
+    ok("cuMemAlloc_v2", C.byref(a), 4096)
+    ok("cuMemAlloc_v2", C.byref(b), 4096)
+    ok("cuMemsetD8_v2", a, C.c_ubyte(0x33), 4096)
+    peer = (C.c_ubyte * 200)()
+    fields = struct.pack("<QQQQi4xQQQQQQ" "QQQQi4xQQQQQQ" "QQQ",
+                         0, 0, 0, 0, 2, 0, a.value, 0, ctx.value or 0, 0, 0,
+                         0, 0, 0, 0, 2, 0, b.value, 0, ctx.value or 0, 0, 0, 64, 1, 1)
+    C.memmove(peer, fields, len(fields))
+    out["peer_size"] = len(fields)
+    ok("cuMemcpy3DPeer", peer)
+    got = (C.c_ubyte * 2)()
+    ok("cuMemcpyDtoH_v2", got, b, 2)
+    out["peer_copy"] = list(got)
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

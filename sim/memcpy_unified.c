@@ -99,3 +99,56 @@ CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext,
 {
     return cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream);
 }
+
+/* Batched copies (CUDA 12.8): each pair copied in order; attrs[k] applies
+ * from copy attrsIdxs[k] on (the first must start at 0, the rest increase). */
+static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                      CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                      size_t *failIdx, CUstream s)
+{
+    if (failIdx)
+        *failIdx = SIZE_MAX;
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count || !dsts || !srcs || !sizes || !numAttrs || !attrs || !attrsIdxs ||
+        numAttrs > count || attrsIdxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < numAttrs; k++)
+        if ((k && attrsIdxs[k] <= attrsIdxs[k - 1]) || attrsIdxs[k] >= count ||
+            attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID ||
+            attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+            return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++)
+        if ((r = copy(dsts[i], srcs[i], sizes[i], 0, s)) != CUDA_SUCCESS) {
+            if (failIdx)
+                *failIdx = i;
+            return r;
+        }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                            CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                            size_t *failIdx, CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream);
+}
+CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                 size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                 size_t numAttrs, size_t *failIdx, CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream);
+}
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                               CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream);
+}
+CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                    size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                    size_t numAttrs, CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream);
+}

@@ -189,3 +189,9 @@ def test_user_objects_and_peer_copies(sim_env: dict[str, str]) -> None:
     assert out["after_user_release"] == 0 and out["after_graph_destroy"] == 1
     assert out["over_release"] == INVALID_VALUE
     assert out["peer_size"] == 200 and out["peer_copy"] == [0x33, 0x33]
+
+
+def test_batched_copies(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "batch")
+    assert out["fail_idx_ok"] is True and out["second"] == [32, 33]
+    assert out["overflow"] == INVALID_VALUE and out["fail_idx"] == 1

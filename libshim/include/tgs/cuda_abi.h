@@ -794,6 +794,22 @@ typedef enum CUuserObjectRetain_flags_enum {
     CU_GRAPH_USER_OBJECT_MOVE = 1
 } CUuserObjectRetain_flags;
 
+/* ---- batched copies, CUDA 12.8+ (sim-api) ---- */
+typedef enum CUmemcpySrcAccessOrder_enum {
+    CU_MEMCPY_SRC_ACCESS_ORDER_INVALID = 0x0,
+    CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1,
+    CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL = 0x2,
+    CU_MEMCPY_SRC_ACCESS_ORDER_ANY = 0x3,
+    CU_MEMCPY_SRC_ACCESS_ORDER_MAX = 0x7FFFFFFF
+} CUmemcpySrcAccessOrder;
+
+typedef struct CUmemcpyAttributes_st {
+    CUmemcpySrcAccessOrder srcAccessOrder;
+    CUmemLocation srcLocHint;
+    CUmemLocation dstLocHint;
+    unsigned int flags;
+} CUmemcpyAttributes;
+
 #endif /* !TGS_CUDA_ABI_SYSTEM_TYPES */
 
 /* Special stream handles, as in cuda.h. */
@@ -1081,6 +1097,10 @@ typedef enum CUuserObjectRetain_flags_enum {
     X(cuUserObjectRelease, (CUuserObject object, unsigned int count)) \
     X(cuGraphRetainUserObject, (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)) \
     X(cuGraphReleaseUserObject, (CUgraph graph, CUuserObject object, unsigned int count)) \
+    X(cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)) \
+    X(cuMemcpyBatchAsync_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)) \
+    X(cuMemcpyBatchAsync_v2, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)) \
+    X(cuMemcpyBatchAsync_v2_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)) \
     X(cuTensorMapEncodeTiled, (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)) \
     X(cuTensorMapReplaceAddress, (CUtensorMap *tensorMap, void *globalAddress)) \
     X(cuOccupancyMaxActiveClusters, (int *numClusters, CUfunction func, const CUlaunchConfig *config)) \

@@ -511,6 +511,31 @@ def scenario_user_objects() -> None:
     out["peer_copy"] = list(got)
 
 
+def scenario_batch() -> None:
+    setup()
+    a, b = u64(), u64()
+    ok("cuMemAlloc_v2", C.byref(a), 4096)
+    ok("cuMemAlloc_v2", C.byref(b), 4096)
+    host = (C.c_ubyte * 64)(*range(64))
+    dsts = (C.c_uint64 * 2)(a.value, b.value)
+    srcs = (C.c_uint64 * 2)(C.addressof(host), C.addressof(host) + 32)
+    sizes = (C.c_size_t * 2)(32, 32)
+    attrs = (C.c_ubyte * 24)()
+    C.memmove(attrs, struct.pack("<i", 1), 4)  # ORDER_STREAM
+    idx = (C.c_size_t * 1)(0)
+    fail = C.c_size_t(0)
+    ok("cuMemcpyBatchAsync", dsts, srcs, sizes, C.c_size_t(2), attrs, idx, C.c_size_t(1),
+       C.byref(fail), None)
+    out["fail_idx_ok"] = fail.value == (1 << 64) - 1
+    got = (C.c_ubyte * 2)()
+    ok("cuMemcpyDtoH_v2", got, b, 2)
+    out["second"] = list(got)
+    sizes[1] = 1 << 20  # past the end of b
+    out["overflow"] = call("cuMemcpyBatchAsync", dsts, srcs, sizes, C.c_size_t(2), attrs, idx,
+                           C.c_size_t(1), C.byref(fail), None)
+    out["fail_idx"] = fail.value
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")

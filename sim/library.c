@@ -122,24 +122,28 @@ CUresult sim_library_module(struct CUlib_st *lib, struct CUmod_st **out)
     CUresult r = sim_current_ctx(&ctx);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&g_sim.lock);
-    struct CUmod_st *m = NULL;
-    for (size_t i = 0; i < lib->nmods && !m; i++)
-        if (lib->mods[i]->ctx == ctx)
-            m = lib->mods[i];
-    pthread_mutex_unlock(&g_sim.lock);
-    if (!m) {
-        struct CUmod_st **arr = realloc(lib->mods, (lib->nmods + 1) * sizeof *arr);
-        if (!arr)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        lib->mods = arr;
-        r = sim_module_load(ctx, lib->code, lib->code_size, lib, &m);
-        if (r != CUDA_SUCCESS)
-            return r;
+    struct CUmod_st *m = NULL, *made = NULL;
+    for (int pass = 0; pass < 2 && !m; pass++) {
         pthread_mutex_lock(&g_sim.lock);
-        lib->mods[lib->nmods++] = m;
+        for (size_t i = 0; i < lib->nmods && !m; i++)
+            if (lib->mods[i]->ctx == ctx)
+                m = lib->mods[i];
+        if (!m && made) { /* add the one made outside the lock */
+            struct CUmod_st **arr = realloc(lib->mods, (lib->nmods + 1) * sizeof *arr);
+            if (arr) {
+                lib->mods = arr;
+                arr[lib->nmods++] = m = made;
+                made = NULL;
+            }
+        }
         pthread_mutex_unlock(&g_sim.lock);
+        if (!m && !made && (r = sim_module_load(ctx, lib->code, lib->code_size, lib, &made)))
+            return r;
     }
+    if (made) /* another thread was first, or no memory to keep ours */
+        sim_module_free(made);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *out = m;
     return CUDA_SUCCESS;
 }

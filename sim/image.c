@@ -38,7 +38,7 @@ int sim_image_param(struct sim_image *img, const char *name, size_t len, uint32_
                     uint32_t offset, uint32_t size)
 {
     if (i > 4096)
-        return -1;
+        return 0; /* not a plausible parameter index: ignore the record */
     for (size_t k = 0; k < img->nsyms; k++) {
         struct sim_sym *s = &img->syms[k];
         if (s->kind != SIM_SYM_KERNEL || strlen(s->name) != len || memcmp(s->name, name, len))
@@ -172,6 +172,8 @@ CUresult sim_image_parse(const void *image, size_t size, struct sim_image *out)
     if (p[1] && p[2] && p[3])
         memcpy(&magic, p, 4);
     CUresult r;
+    if ((magic == SIM_FATBIN_WRAPPER_MAGIC || magic == SIM_FATBIN_MAGIC) && size && size < 16)
+        return CUDA_ERROR_INVALID_IMAGE; /* shorter than the header */
     if (magic == SIM_FATBIN_WRAPPER_MAGIC) {
         const unsigned char *data;
         memcpy(&data, p + 8, sizeof data);

@@ -84,8 +84,9 @@ CUresult sim_image_elf(const unsigned char *p, size_t n, struct sim_image *out)
      * {u8 format, u8 attribute, value}; format 4 has a u16 size and data.
      * EIATTR_KPARAM_INFO (0x17): u32 index, u16 ordinal, u16 offset,
      * u32 with the size in bits 18..31. */
-    Elf64_Shdr shs;
-    memcpy(&shs, sh + (size_t)eh.e_shstrndx * sizeof shs, sizeof shs);
+    Elf64_Shdr shs = {0};
+    if (eh.e_shstrndx < eh.e_shnum)
+        memcpy(&shs, sh + (size_t)eh.e_shstrndx * sizeof shs, sizeof shs);
     if (eh.e_shstrndx < eh.e_shnum && in_image(shs.sh_offset, shs.sh_size, n)) {
         const char *names = (const char *)p + shs.sh_offset;
         for (unsigned i = 0; i < eh.e_shnum; i++) {

@@ -3,7 +3,8 @@
  * The descriptor is opaque to programs; the simulator checks the arguments
  * as the driver documents them (rank 1-5, 16-byte aligned address, strides
  * multiples of 16 below 2^40, box sides 1-256, element strides 1-8, an
- * inner box of at most the swizzle span) and stores them in the 128 bytes.
+ * inner box of at most the swizzle span, a descriptor 64-byte aligned) and
+ * stores them in the 128 bytes.
  */
 #include <string.h>
 
@@ -19,7 +20,7 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tens
                                 CUtensorMapL2promotion l2Promotion,
                                 CUtensorMapFloatOOBfill oobFill)
 {
-    if (!tensorMap || !globalDim || !boxDim || !elementStrides ||
+    if (!tensorMap || (uintptr_t)tensorMap % 64 || !globalDim || !boxDim || !elementStrides ||
         (unsigned)tensorDataType > CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ || tensorRank < 1 ||
         tensorRank > 5 || (tensorRank > 1 && !globalStrides) ||
         (unsigned)interleave > CU_TENSOR_MAP_INTERLEAVE_32B ||
@@ -45,8 +46,7 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tens
         return CUDA_ERROR_INVALID_VALUE;
     if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && (boxDim[0] * es) % 16)
         return CUDA_ERROR_INVALID_VALUE;
-    cuuint64_t *o = tensorMap->opaque;
-    memset(o, 0, sizeof tensorMap->opaque);
+    cuuint64_t o[16] = {0};
     o[0] = (cuuint64_t)a;
     o[1] = tensorDataType | (cuuint64_t)tensorRank << 8 | (cuuint64_t)interleave << 12 |
            (cuuint64_t)swizzle << 16 | (cuuint64_t)l2Promotion << 20 | (cuuint64_t)oobFill << 24;
@@ -55,14 +55,20 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tens
         o[7 + i] = i + 1 < tensorRank ? globalStrides[i] : 0;
         o[12 + i / 2] |= (cuuint64_t)(boxDim[i] | elementStrides[i] << 16) << (32 * (i % 2));
     }
+    memcpy((void *)tensorMap, o, sizeof o);
     return CUDA_SUCCESS;
 }
 
 CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
 {
     uintptr_t a = (uintptr_t)globalAddress;
-    if (!tensorMap || !a || a % 16 || !tensorMap->opaque[0])
+    cuuint64_t first;
+    if (!tensorMap || (uintptr_t)tensorMap % 64 || !a || a % 16)
         return CUDA_ERROR_INVALID_VALUE;
-    tensorMap->opaque[0] = (cuuint64_t)a;
+    memcpy(&first, (void *)tensorMap, sizeof first);
+    if (!first) /* never encoded */
+        return CUDA_ERROR_INVALID_VALUE;
+    first = (cuuint64_t)a;
+    memcpy((void *)tensorMap, &first, sizeof first);
     return CUDA_SUCCESS;
 }

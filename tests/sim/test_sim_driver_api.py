@@ -195,3 +195,10 @@ def test_batched_copies(sim_env: dict[str, str]) -> None:
     out = probe(sim_env, "batch")
     assert out["fail_idx_ok"] is True and out["second"] == [32, 33]
     assert out["overflow"] == INVALID_VALUE and out["fail_idx"] == 1
+
+
+def test_mutated_images_give_error_codes_not_crashes(sim_env: dict[str, str]) -> None:
+    out = probe(sim_env, "fuzz", "7")
+    # success, INVALID_IMAGE, NO_BINARY_FOR_GPU, INVALID_PTX: nothing else, no crash
+    assert set(out["codes"]) <= {0, INVALID_IMAGE, 209, INVALID_PTX}
+    assert INVALID_IMAGE in out["codes"] and 0 in out["codes"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes as C
 import json
+import random
 import struct
 import sys
 
@@ -536,6 +537,38 @@ def scenario_batch() -> None:
     out["fail_idx"] = fail.value
 
 
+def scenario_fuzz() -> None:
+    """Mutated images through the linker (sizes known): error codes, never a crash."""
+    setup()
+    ptx = (b".version 8.0\n.target sm_90\n.global .u32 g[4];\n"
+           b".visible .entry k(.param .u64 p, .param .u32 n)\n{\nret;\n}\n")
+    state, img, size = vp(), vp(), C.c_size_t()
+    ok("cuLinkCreate_v2", 0, None, None, C.byref(state))
+    ok("cuLinkAddData_v2", state, 1, ptx, len(ptx), b"a", 0, None, None)
+    ok("cuLinkComplete", state, C.byref(img), C.byref(size))
+    elf = C.string_at(img, size.value)
+    ok("cuLinkDestroy", state)
+    entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(elf), 0, 0, 8, 1, 90, 0, 0, 0x11,
+                        0, len(elf))
+    fatbin = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entry) + len(elf)) + entry + elf
+    rnd = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+    codes: dict[int, int] = {}
+    for _ in range(1500):
+        kind, seed = rnd.choice(((1, ptx), (0, elf), (2, fatbin)))
+        b = bytearray(seed)
+        for _ in range(rnd.randint(1, 8)):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        if rnd.random() < 0.3:
+            b = b[: rnd.randrange(1, len(b))]
+        st = vp()
+        ok("cuLinkCreate_v2", 0, None, None, C.byref(st))
+        buf = C.create_string_buffer(bytes(b), len(b))
+        r = call("cuLinkAddData_v2", st, kind, buf, C.c_size_t(len(b)), b"x", 0, None, None)
+        codes[r] = codes.get(r, 0) + 1
+        ok("cuLinkDestroy", st)
+    out["codes"] = sorted(codes)
+
+
 def scenario_occupancy() -> None:
     setup()
     _, mod = load(b".version 8.0\n.entry k()\n{\nret;\n}\n")
@@ -669,7 +702,8 @@ def scenario_tensormap() -> None:
     setup()
     d = u64()
     ok("cuMemAlloc_v2", C.byref(d), 1 << 20)
-    tm = TensorMap()
+    raw = (C.c_ubyte * 256)()  # a 64-byte aligned descriptor inside it
+    tm = TensorMap.from_buffer(raw, (-C.addressof(raw)) % 64)
     dims = (C.c_uint64 * 2)(256, 256)
     strides = (C.c_uint64 * 1)(512)  # bytes between rows of fp16
     box = (C.c_uint32 * 2)(64, 64)

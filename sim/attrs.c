@@ -181,3 +181,43 @@ CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramO
         return CUDA_ERROR_INVALID_HANDLE;
     return param_info(&kernel->lib->img, kernel->name, paramIndex, paramOffset, paramSize);
 }
+
+/* Shared-memory bank size (deprecated since sm_50: the banks are 4 bytes
+ * whatever is asked; the setting is accepted and reads back). */
+CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUfunc_st *f;
+    if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
+        return r;
+    return (unsigned)config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE)
+        return CUDA_ERROR_INVALID_VALUE;
+    g_sim.shared_config = (int)config;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pConfig)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pConfig = g_sim.shared_config ? (CUsharedconfig)g_sim.shared_config
+                                   : CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+    return CUDA_SUCCESS;
+}

@@ -161,6 +161,7 @@ struct sim_globals {
     size_t limits[8];
     int limits_set[8];
     int cache_config;
+    int shared_config; /* cuCtxSetSharedMemConfig (0: the 4-byte default) */
     /* graph memory (mem-alloc nodes) per device: now and at most */
     uint64_t graph_mem[SIM_MAX_DEVICES], graph_mem_high[SIM_MAX_DEVICES];
     /* memory pools: the devices' default pools and the current ones */

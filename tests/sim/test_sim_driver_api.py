@@ -105,6 +105,7 @@ def test_device_stream_and_graph_edits(sim_env: dict[str, str], tmp_path: Path) 
     assert out["peer_self"] == 0
     assert out["stream_priority"] == -2 and out["priority_after_set"] == -4
     assert out["write_value"] == 0xCAFE
+    assert out["bank_default"] == 1 and out["bank_set"] == 2  # 4-byte banks, then 8
     assert out["dependents"] == 2 and out["deps_after_remove"] == 0
     assert out["remove_missing_edge"] == INVALID_VALUE
     assert out["dot"] == 1  # one edge left

@@ -55,6 +55,12 @@ def scenario_misc() -> None:
     got = C.c_uint32()
     ok("cuMemcpyDtoH_v2", C.byref(got), d, 4)
     out["write_value"] = got.value
+    cfg = C.c_int()
+    ok("cuCtxGetSharedMemConfig", C.byref(cfg))
+    out["bank_default"] = cfg.value
+    ok("cuCtxSetSharedMemConfig", 2)
+    ok("cuCtxGetSharedMemConfig", C.byref(cfg))
+    out["bank_set"] = cfg.value
     # graph edits
     g = vp()
     ok("cuGraphCreate", C.byref(g), 0)

@@ -168,6 +168,24 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
     case 106 /* MAX_BLOCKS_PER_MULTIPROCESSOR */: v = 32; break;
+    /* what the simulator does: the features it models read 1, the rest 0 */
+    case 79 /* GLOBAL_L1_CACHE_SUPPORTED */: v = 1; break;
+    case 80 /* LOCAL_L1_CACHE_SUPPORTED */: v = 1; break;
+    case 87 /* SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO */: v = 2; break;
+    case 90 /* COMPUTE_PREEMPTION_SUPPORTED */: v = 1; break;
+    case 91 /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */: v = 1; break;
+    case 99 /* HOST_REGISTER_SUPPORTED */: v = 1; break;
+    case 103 /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */: v = 1; break;
+    case 108 /* MAX_PERSISTING_L2_CACHE_SIZE */: v = 37748736; break;
+    case 109 /* MAX_ACCESS_POLICY_WINDOW_SIZE */: v = 134213632; break;
+    case 113 /* READ_ONLY_HOST_REGISTER_SUPPORTED */: v = 1; break;
+    case 119 /* MEMPOOL_SUPPORTED_HANDLE_TYPES */: v = 0; break;
+    case 120 /* CLUSTER_LAUNCH */: v = 1; break;
+    case 126 /* MEM_SYNC_DOMAIN_COUNT */: v = 4; break;
+    case 127 /* TENSOR_MAP_ACCESS_SUPPORTED */: v = 1; break;
+    case 130 /* NUMA_CONFIG */: v = 0; break;
+    case 131 /* NUMA_ID */: v = -1; break;
+    case 134 /* HOST_NUMA_ID */: v = -1; break;
     case 111 /* RESERVED_SHARED_MEMORY_PER_BLOCK */: v = 1024; break;
     default:
         /* Other valid attributes read as 0 ("not supported"), like a

@@ -140,35 +140,46 @@ CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOf
     return atoh(dstHost, srcArray, srcOffset, ByteCount, PT, hStream);
 }
 
-CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
-                         size_t ByteCount)
+static CUresult dtoa(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
+                     size_t ByteCount, int how)
 {
     if (ByteCount && !sim_mem_range_ok(srcDevice, ByteCount))
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return htoa(dstArray, dstOffset, (const void *)(uintptr_t)srcDevice, ByteCount, SYNC, NULL);
+    return htoa(dstArray, dstOffset, (const void *)(uintptr_t)srcDevice, ByteCount, how, NULL);
+}
+CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
+                         size_t ByteCount)
+{
+    return dtoa(dstArray, dstOffset, srcDevice, ByteCount, SYNC);
 }
 CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
                               size_t ByteCount)
 {
-    return cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount);
+    return dtoa(dstArray, dstOffset, srcDevice, ByteCount, SYNC | PT);
+}
+
+static CUresult atod(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
+                     size_t ByteCount, int how)
+{
+    if (ByteCount && !sim_mem_range_ok(dstDevice, ByteCount))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return atoh((void *)(uintptr_t)dstDevice, srcArray, srcOffset, ByteCount, how, NULL);
 }
 CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
                          size_t ByteCount)
 {
-    if (ByteCount && !sim_mem_range_ok(dstDevice, ByteCount))
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return atoh((void *)(uintptr_t)dstDevice, srcArray, srcOffset, ByteCount, SYNC, NULL);
+    return atod(dstDevice, srcArray, srcOffset, ByteCount, SYNC);
 }
 CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
                               size_t ByteCount)
 {
-    return cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount);
+    return atod(dstDevice, srcArray, srcOffset, ByteCount, SYNC | PT);
 }
 
-CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset,
-                         size_t ByteCount)
+static CUresult atoa(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset,
+                     size_t ByteCount, int how)
 {
-    CUresult r = order(SYNC, NULL);
+    CUresult r = order(how, NULL);
     if (r != CUDA_SUCCESS)
         return r;
     unsigned char *d = array_span(dstArray, dstOffset, ByteCount, &r);
@@ -177,8 +188,13 @@ CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, s
     unsigned char *s = array_span(srcArray, srcOffset, ByteCount, &r);
     return s ? copy(d, s, ByteCount) : r;
 }
+CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset,
+                         size_t ByteCount)
+{
+    return atoa(dstArray, dstOffset, srcArray, srcOffset, ByteCount, SYNC);
+}
 CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArray,
                               size_t srcOffset, size_t ByteCount)
 {
-    return cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount);
+    return atoa(dstArray, dstOffset, srcArray, srcOffset, ByteCount, SYNC | PT);
 }

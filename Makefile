@@ -11,7 +11,7 @@ CFLAGS_COMMON := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Werror -Ilibshim/include
 HEADERS := $(wildcard libshim/include/tgs/*.h)
 
 SIM_SRC   := $(wildcard sim/*.c)
-SIM_HDR   := $(wildcard sim/*.h)
+SIM_HDR   := $(wildcard sim/*.h sim/*.def)
 NVML_SRC  := $(wildcard sim/nvml/*.c)
 NVML_HDR  := $(wildcard sim/nvml/*.h)
 SHIM_SRC  := $(wildcard libshim/*.c)

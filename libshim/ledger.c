@@ -125,11 +125,30 @@ static int add_fits(uint64_t used, uint64_t n, uint64_t quota)
     return quota == TGS_QUOTA_UNLIMITED || (n <= quota && used <= quota - n);
 }
 
-static int admit_locked(struct tgs_slot *s, uint64_t bytes)
+/* One stderr line per process, at the first refusal (never one per call):
+ * the program only sees CUDA_ERROR_OUT_OF_MEMORY, this says why. */
+static void report_refusal(uint64_t bytes, uint64_t used, uint64_t quota)
+{
+    if (__atomic_exchange_n(&tgs_g.quota_reported, 1, __ATOMIC_RELAXED))
+        return;
+    char job[65] = "TGS_MEM_LIMIT";
+    if (tgs_g.hdr)
+        snprintf(job, sizeof job, "%.64s", tgs_g.hdr->id.job_name);
+    tgs_log(TGS_LOG_ERROR,
+            "job '%s': the memory quota refused an allocation of %llu bytes (quota %llu, in use "
+            "%llu); the program gets CUDA_ERROR_OUT_OF_MEMORY (said once per process)",
+            job, (unsigned long long)bytes, (unsigned long long)quota,
+            (unsigned long long)used);
+}
+
+/* Admit bytes for slot s; *used and *quota: what the ledger held when it decided. */
+static int admit_locked(struct tgs_slot *s, uint64_t bytes, uint64_t *used, uint64_t *quota)
 {
     struct tgs_seg_header *h = tgs_g.hdr;
     ledger_enter(h);
-    int ok = add_fits(h->mem_used, bytes, TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota));
+    *used = h->mem_used;
+    *quota = TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota);
+    int ok = add_fits(*used, bytes, *quota);
     if (ok) {
         s->mem_used += bytes;
         h->mem_used += bytes;
@@ -145,26 +164,32 @@ int tgs_mem_admit(uint64_t bytes)
     struct tgs_slot *s = tgs_slot();
     if (s) {
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
-        int ok = admit_locked(s, bytes);
+        uint64_t used, quota;
+        int ok = admit_locked(s, bytes, &used, &quota);
         if (!ok) {
             /* over quota: first give back what dead processes of the job still hold
              * (slow path, rare: the caller is about to see an OOM) */
             tgs_reclaim_dead();
-            ok = admit_locked(s, bytes);
+            ok = admit_locked(s, bytes, &used, &quota);
         }
         if (ok)
             TGS_RELAXED_STORE(&s->alloc_count, s->alloc_count + 1);
         else
             TGS_RELAXED_STORE(&s->oom_count, s->oom_count + 1);
+        if (!ok)
+            report_refusal(bytes, used, quota);
         return ok ? 0 : -1;
     }
     if (tgs_g.opt.mem_limit == TGS_QUOTA_UNLIMITED)
         return 0;
     pthread_mutex_lock(&tgs_g.ledger_mu);
-    int ok = add_fits(tgs_g.local_used, bytes, tgs_g.opt.mem_limit);
+    uint64_t used = tgs_g.local_used;
+    int ok = add_fits(used, bytes, tgs_g.opt.mem_limit);
     if (ok)
         tgs_g.local_used += bytes;
     pthread_mutex_unlock(&tgs_g.ledger_mu);
+    if (!ok)
+        report_refusal(bytes, used, tgs_g.opt.mem_limit);
     return ok ? 0 : -1;
 }
 

@@ -171,6 +171,7 @@ struct tgs_global {
     pthread_mutex_t ledger_mu;  /* threads of one process share the ledger owner id */
     uint64_t ledger_id;         /* TGS_LEDGER owner id of this process (slot, generation) */
     uint64_t local_used;        /* static TGS_MEM_LIMIT mode */
+    int quota_reported;         /* the first quota refusal was reported (ledger.c) */
     struct tgs_ptrmap ptrs;
     struct tgs_ptrmap graphs;
 

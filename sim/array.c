@@ -1,9 +1,13 @@
 /*
- * array.c: CUDA arrays and mipmapped arrays.  They have no backing bytes
- * (nothing reads them in the simulator); their size counts against device
- * capacity: element size (format x channels) x extents, levels summed.
+ * array.c: CUDA arrays and mipmapped arrays.  Their size counts against
+ * device capacity: element size (format x channels) x extents, levels
+ * summed.  An array keeps its bytes (lazily mapped, rows of width x element
+ * bytes, no padding) for the array copies (array_copy.c); a mipmapped array
+ * has none (its levels are not handed out).
  */
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "sim.h"
 
@@ -11,12 +15,16 @@ struct CUarray_st {
     struct sim_obj obj;
     int dev;
     uint64_t bytes;
+    CUDA_ARRAY3D_DESCRIPTOR desc; /* as created (Height/Depth 0 for 1D/2D) */
+    unsigned char *data;          /* bytes of an array, NULL for a mipmapped one */
 };
 
 struct CUmipmappedArray_st {
     struct sim_obj obj;
     int dev;
     uint64_t bytes;
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    unsigned char *data;
 };
 
 static unsigned int format_bytes(CUarray_format f)
@@ -55,7 +63,8 @@ static uint64_t desc_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsig
     return total > 1.8e19 ? 0 : (uint64_t)total;
 }
 
-static CUresult make(void **out, uint32_t kind, uint64_t bytes)
+static CUresult make(void **out, uint32_t kind, uint64_t bytes,
+                     const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
     struct CUctx_st *ctx;
     CUresult r = sim_current_ctx(&ctx);
@@ -73,6 +82,17 @@ static CUresult make(void **out, uint32_t kind, uint64_t bytes)
     a->obj.kind = kind;
     a->dev = ctx->dev;
     a->bytes = bytes;
+    a->desc = *desc;
+    if (kind == SIM_K_ARRAY) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            sim_mem_account(ctx->dev, -(int64_t)bytes, 0);
+            free(a);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        a->data = p;
+    }
     sim_handle_add(a);
     *out = a;
     return CUDA_SUCCESS;
@@ -87,6 +107,8 @@ static CUresult destroy(void *h, uint32_t kind)
         return CUDA_ERROR_INVALID_HANDLE;
     struct CUarray_st *a = h; /* same layout for both kinds */
     sim_handle_del(a);
+    if (a->data)
+        munmap(a->data, a->bytes);
     sim_mem_account(a->dev, -(int64_t)a->bytes, 0);
     a->obj.kind = 0;
     free(a);
@@ -98,8 +120,9 @@ CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAlloca
     if (!pHandle || !pAllocateArray)
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     const CUDA_ARRAY_DESCRIPTOR *d = pAllocateArray;
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {d->Width, d->Height, 0, d->Format, d->NumChannels, 0};
     return make((void **)pHandle, SIM_K_ARRAY,
-                desc_bytes(d->Width, d->Height, 0, d->Format, d->NumChannels, 1));
+                desc_bytes(d->Width, d->Height, 0, d->Format, d->NumChannels, 1), &d3);
 }
 
 CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
@@ -108,7 +131,7 @@ CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAl
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
     const CUDA_ARRAY3D_DESCRIPTOR *d = pAllocateArray;
     return make((void **)pHandle, SIM_K_ARRAY,
-                desc_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1));
+                desc_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1), d);
 }
 
 CUresult cuArrayDestroy(CUarray hArray) { return destroy(hArray, SIM_K_ARRAY); }
@@ -122,10 +145,50 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     const CUDA_ARRAY3D_DESCRIPTOR *d = pMipmappedArrayDesc;
     return make((void **)pHandle, SIM_K_MIPMAP,
                 desc_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels,
-                           numMipmapLevels));
+                           numMipmapLevels),
+                d);
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
     return destroy(hMipmappedArray, SIM_K_MIPMAP);
+}
+
+int sim_array_layout(CUarray a, unsigned char **data, size_t *bytes, size_t *row,
+                     size_t *height)
+{
+    if (!sim_handle_ok(a, SIM_K_ARRAY))
+        return -1;
+    *data = a->data;
+    *bytes = a->bytes;
+    *row = a->desc.Width * format_bytes(a->desc.Format) * a->desc.NumChannels;
+    *height = a->desc.Height ? a->desc.Height : 1;
+    return 0;
+}
+
+CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pArrayDescriptor)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_handle_ok(hArray, SIM_K_ARRAY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pArrayDescriptor = hArray->desc;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (!pArrayDescriptor)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuArray3DGetDescriptor_v2(&d, hArray);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (d.Depth) /* a 3D array has no 2D descriptor */
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){d.Width, d.Height, d.Format, d.NumChannels};
+    return CUDA_SUCCESS;
 }

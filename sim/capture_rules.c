@@ -9,7 +9,7 @@
 #include "capture.h"
 
 int sim_capture_take(CUstream s, int ptsz, struct CUctx_st *ctx, struct CUstream_st *obj,
-                     const struct sim_graph_op *op, CUresult *res)
+                     const struct sim_gwork *w, CUresult *res)
 {
     if (!sim_capture_any())
         return 0;
@@ -25,7 +25,7 @@ int sim_capture_take(CUstream s, int ptsz, struct CUctx_st *ctx, struct CUstream
         *res = CUDA_ERROR_OUT_OF_MEMORY;
         if ((deps || !obj->ndeps) &&
             cap_grow((void **)&c->nodes, &c->nodes_cap, c->nnodes + 1, sizeof *c->nodes) == 0 &&
-            sim_graph_add(c->graph, op, obj->deps, obj->ndeps, &node) == CUDA_SUCCESS) {
+            sim_graph_add(c->graph, w, obj->deps, obj->ndeps, &node) == CUDA_SUCCESS) {
             if (obj->ndeps)
                 memcpy(deps, obj->deps, obj->ndeps * sizeof *deps);
             c->nodes[c->nnodes++] = (struct cap_node){node, deps, obj->ndeps};

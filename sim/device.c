@@ -25,6 +25,7 @@ CUresult cuInit(unsigned int Flags)
         g_sim.log_level = sim_env_loglevel();
         g_sim.ns_per_thread = sim_env_double("TGS_SIM_NS_PER_THREAD", 1.0, 0.0, 1e9);
         g_sim.queue_depth = sim_env_u64("TGS_SIM_QUEUE_DEPTH", 1024, 1, SIM_RING - 1);
+        g_sim.sm_count = (int)sim_env_u64("TGS_SIM_SMS", 108, 1, 1024);
         r = sim_state_open();
         if (r == CUDA_SUCCESS)
             __atomic_store_n(&g_sim.initialized, 1, __ATOMIC_RELEASE);
@@ -140,7 +141,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: v = 512; break;
     case 15 /* GPU_OVERLAP */: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 108; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = g_sim.sm_count; break;
     case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = 0; break;
@@ -167,6 +168,26 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
     case 97 /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */: v = 232448; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
+    case 106 /* MAX_BLOCKS_PER_MULTIPROCESSOR */: v = 32; break;
+    /* what the simulator does: the features it models read 1, the rest 0 */
+    case 79 /* GLOBAL_L1_CACHE_SUPPORTED */: v = 1; break;
+    case 80 /* LOCAL_L1_CACHE_SUPPORTED */: v = 1; break;
+    case 87 /* SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO */: v = 2; break;
+    case 90 /* COMPUTE_PREEMPTION_SUPPORTED */: v = 1; break;
+    case 91 /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */: v = 1; break;
+    case 99 /* HOST_REGISTER_SUPPORTED */: v = 1; break;
+    case 103 /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */: v = 1; break;
+    case 108 /* MAX_PERSISTING_L2_CACHE_SIZE */: v = 37748736; break;
+    case 109 /* MAX_ACCESS_POLICY_WINDOW_SIZE */: v = 134213632; break;
+    case 113 /* READ_ONLY_HOST_REGISTER_SUPPORTED */: v = 1; break;
+    case 119 /* MEMPOOL_SUPPORTED_HANDLE_TYPES */: v = 0; break;
+    case 120 /* CLUSTER_LAUNCH */: v = 1; break;
+    case 126 /* MEM_SYNC_DOMAIN_COUNT */: v = 4; break;
+    case 127 /* TENSOR_MAP_ACCESS_SUPPORTED */: v = 1; break;
+    case 130 /* NUMA_CONFIG */: v = 0; break;
+    case 131 /* NUMA_ID */: v = -1; break;
+    case 134 /* HOST_NUMA_ID */: v = -1; break;
+    case 111 /* RESERVED_SHARED_MEMORY_PER_BLOCK */: v = 1024; break;
     default:
         /* Other valid attributes read as 0 ("not supported"), like a
          * capability the device lacks; out-of-range ones are invalid. */

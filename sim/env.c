@@ -10,6 +10,13 @@
 
 #include "sim.h"
 
+/* The level is known from load time, so lookups made before cuInit (the
+ * runtime and cuda-bindings resolve everything first) can be logged. */
+__attribute__((constructor)) static void sim_log_init(void)
+{
+    g_sim.log_level = sim_env_loglevel();
+}
+
 void sim_log(int level, const char *fmt, ...)
 {
     if (level > g_sim.log_level)

@@ -26,6 +26,7 @@ static const struct err_row errs[] = {
     E(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
     E(CUDA_ERROR_INVALID_SOURCE, "device kernel image is invalid"),
     E(CUDA_ERROR_FILE_NOT_FOUND, "file not found"),
+    E(CUDA_ERROR_OPERATING_SYSTEM, "OS call failed or operation not supported on this OS"),
     E(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
     E(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state"),
     E(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
@@ -51,6 +52,17 @@ static const struct err_row errs[] = {
     E(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
       "attempt to terminate a thread-local capture sequence from another thread"),
     E(CUDA_ERROR_UNKNOWN, "unknown error"),
+    /* codes the ABI header does not name */
+    {(CUresult)704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {(CUresult)705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", "peer access has not been enabled"},
+    {(CUresult)712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {(CUresult)713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {(CUresult)910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+     "the graph update was not performed because it included changes which violated "
+     "constraints specific to instantiated graph update"},
 };
 
 static const struct err_row *find(CUresult e)

@@ -2,7 +2,7 @@
  * launch.c: kernel launches.  A kernel does not compute; it occupies the
  * device for blocks x threads x TGS_SIM_NS_PER_THREAD x its cost factor ns.
  */
-#include "sim.h"
+#include "graph.h"
 
 static CUresult check_dims(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                            unsigned int by, unsigned int bz)
@@ -30,8 +30,9 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!sim_handle_ok(f, SIM_K_FUNC))
-        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUfunc_st *fn;
+    if ((r = sim_func_resolve(f, &fn)) != CUDA_SUCCESS)
+        return r;
     r = check_dims(gx, gy, gz, bx, by, bz);
     if (r != CUDA_SUCCESS)
         return r;
@@ -41,15 +42,16 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     if (r != CUDA_SUCCESS)
         return r;
     if (sim_capture_any()) {
-        struct sim_graph_op op = {.type = CU_GRAPH_NODE_TYPE_KERNEL};
-        op.k.func = f;
-        op.k.gridDimX = gx, op.k.gridDimY = gy, op.k.gridDimZ = gz;
-        op.k.blockDimX = bx, op.k.blockDimY = by, op.k.blockDimZ = bz;
-        if (sim_capture_take(s, ptsz, ctx, obj, &op, &r))
+        struct sim_gwork w = {.type = CU_GRAPH_NODE_TYPE_KERNEL};
+        CUDA_KERNEL_NODE_PARAMS_v2 *k = &w.u.kernel;
+        k->func = f;
+        k->gridDimX = gx, k->gridDimY = gy, k->gridDimZ = gz;
+        k->blockDimX = bx, k->blockDimY = by, k->blockDimZ = bz;
+        if (sim_capture_take(s, ptsz, ctx, obj, &w, &r))
             return r;
     }
     uint64_t seq;
-    r = sim_enqueue(ctx, kernel_ns(f, gx, gy, gz, bx, by, bz), 0, &seq);
+    r = sim_enqueue(ctx, kernel_ns(fn, gx, gy, gz, bx, by, bz), 0, &seq);
     if (r == CUDA_SUCCESS)
         sim_stream_note(ctx, obj, seq);
     return r;

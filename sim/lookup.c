@@ -7,6 +7,11 @@
  * legacy-stream row with version <= cudaVersion wins; with
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, that row's _ptsz/_ptds
  * twin is returned instead where one exists (and is old enough).
+ *
+ * Two tables: every public entry point (entry_points.def, generated from
+ * cudaTypedefs.h; what the simulator does not model is a stub answering
+ * CUDA_ERROR_NOT_SUPPORTED, see stubs.c) and the hand-written rows[] below
+ * for names outside that list.
  */
 #include <string.h>
 
@@ -156,41 +161,37 @@ static const struct lookup_row rows[] = {
     L(cuGetProcAddress, cuGetProcAddress, 11030),
     L(cuGetProcAddress, cuGetProcAddress_v2, 12000),
     L(cuGetExportTable, cuGetExportTable, 3000),
-    /* stream capture (capture.c) */
-    L(cuStreamWaitEvent, cuStreamWaitEvent, 3020),
-    P(cuStreamWaitEvent, cuStreamWaitEvent_ptsz, 7000),
-    L(cuStreamBeginCapture, cuStreamBeginCapture, 10000),
-    P(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, 10000),
-    L(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010),
-    P(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010),
-    L(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030),
-    P(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, 12030),
-    L(cuStreamEndCapture, cuStreamEndCapture, 10000),
-    P(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000),
-    L(cuStreamIsCapturing, cuStreamIsCapturing, 10000),
-    P(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000),
-    L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo, 10010),
-    P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz, 10010),
-    L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2, 11030),
-    P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2_ptsz, 11030),
-    L(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3, 12030),
-    P(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3_ptsz, 12030),
-    L(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies, 11030),
-    P(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_ptsz, 11030),
-    L(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_v2, 12030),
-    P(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies_v2_ptsz, 12030),
-    L(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010),
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
+
+/* The exported symbols, by asm name: their C prototypes differ (cuda_abi.h
+ * declares the modelled ones), the address is all that is needed here. */
+#define E(base, sym, ver, pt) extern CUresult sim_ep_##sym(void) __asm__(#sym);
+#include "entry_points.def"
+#undef E
+
+static const struct lookup_row ep_rows[] = {
+#define E(base, sym, ver, pt) {#base, #sym, ver, pt, (void *)sim_ep_##sym},
+#include "entry_points.def"
+#undef E
+};
+
+#define NEP (sizeof ep_rows / sizeof ep_rows[0])
+
+/* Row i of the union of both tables. */
+static const struct lookup_row *row_at(size_t i)
+{
+    return i < NEP ? &ep_rows[i] : &rows[i - NEP];
+}
 
 static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, int per_thread,
                                               void **out)
 {
     const struct lookup_row *best = NULL;
     int known = 0;
-    for (size_t i = 0; i < NROWS; i++) {
-        const struct lookup_row *r = &rows[i];
+    for (size_t i = 0; i < NEP + NROWS; i++) {
+        const struct lookup_row *r = row_at(i);
         if (r->per_thread || strcmp(r->base, symbol))
             continue;
         known = 1;
@@ -205,8 +206,8 @@ static CUdriverProcAddressQueryResult resolve(const char *symbol, int version, i
     *out = best->fn;
     if (per_thread) {
         size_t n = strlen(best->symbol);
-        for (size_t i = 0; i < NROWS; i++) {
-            const struct lookup_row *r = &rows[i];
+        for (size_t i = 0; i < NEP + NROWS; i++) {
+            const struct lookup_row *r = row_at(i);
             if (r->per_thread && r->version <= version && !strncmp(r->symbol, best->symbol, n) &&
                 (!strcmp(r->symbol + n, "_ptsz") || !strcmp(r->symbol + n, "_ptds")))
                 *out = r->fn;
@@ -226,6 +227,12 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
         return CUDA_ERROR_INVALID_VALUE;
     int pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
     CUdriverProcAddressQueryResult st = resolve(symbol, cudaVersion, pt, pfn);
+    /* TGS_LOG_LEVEL=debug: one line per lookup (how a client's needs are found) */
+    sim_log(SIM_LOG_DEBUG, "lookup %s %d %llu -> %s", symbol, cudaVersion,
+            (unsigned long long)flags,
+            st == CU_GET_PROC_ADDRESS_SUCCESS ? "found"
+            : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version not sufficient"
+                                                               : "not found");
     if (symbolStatus)
         *symbolStatus = st;
     if (st != CU_GET_PROC_ADDRESS_SUCCESS) {

@@ -39,17 +39,13 @@ static CUresult async_check(CUstream s)
 }
 
 /* An asynchronous copy into a capturing stream becomes a memcpy node. */
-static CUresult copy(void *dst, const void *src, size_t n, int how, CUstream s)
+static CUresult copy(CUmemorytype dt, void *dst, CUmemorytype st, const void *src, size_t n,
+                     int how, CUstream s)
 {
-    if (!(how & SYNC)) {
-        struct CUctx_st *ctx;
-        struct CUstream_st *obj;
-        CUresult r = sim_stream_resolve(s, &ctx, &obj);
-        struct sim_graph_op op = {.type = CU_GRAPH_NODE_TYPE_MEMCPY, .dst = dst, .src = src,
-                                  .bytes = n};
-        if (r == CUDA_SUCCESS && sim_capture_take(s, (how & PT) != 0, ctx, obj, &op, &r))
-            return r;
-    }
+    CUresult r;
+    if (!(how & SYNC) && sim_capture_copy(s, (how & PT) != 0, dt, (uintptr_t)dst, st,
+                                          (uintptr_t)src, n, &r))
+        return r;
     memcpy(dst, src, n);
     return CUDA_SUCCESS;
 }
@@ -61,7 +57,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, int how, CUstre
         return r;
     if (!src || check_dev_range(dst, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-    return copy((void *)(uintptr_t)dst, src, n, how, s);
+    return copy(CU_MEMORYTYPE_DEVICE, (void *)(uintptr_t)dst, CU_MEMORYTYPE_HOST, src, n, how,
+                s);
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, int how, CUstream s)
@@ -71,7 +68,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, int how, CUstream s)
         return r;
     if (!dst || check_dev_range(src, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-    return copy(dst, (const void *)(uintptr_t)src, n, how, s);
+    return copy(CU_MEMORYTYPE_HOST, dst, CU_MEMORYTYPE_DEVICE, (const void *)(uintptr_t)src, n, how,
+                s);
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
@@ -202,17 +200,47 @@ static CUresult advise_common(CUdeviceptr p, size_t count, CUmem_advise advice)
     return CUDA_SUCCESS;
 }
 
+/* Remember the advice for cuMemRangeGetAttribute (loc: device, -1 host). */
+static void record_advice(CUdeviceptr p, CUmem_advise advice, int loc)
+{
+    switch (advice) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY: sim_region_advise(p, SIM_ADV_READ_MOSTLY, 1); break;
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY: sim_region_advise(p, SIM_ADV_READ_MOSTLY, 0); break;
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION: sim_region_advise(p, SIM_ADV_PREFERRED, loc); break;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        sim_region_advise(p, SIM_ADV_PREFERRED, -2);
+        break;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY: sim_region_advise(p, SIM_ADV_ACCESSED_BY_SET, loc); break;
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+        sim_region_advise(p, SIM_ADV_ACCESSED_BY_CLEAR, loc);
+        break;
+    }
+}
+
+static int location_ordinal(CUmemLocation loc)
+{
+    return loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? loc.id : -1;
+}
+
 CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
 {
     CUresult r = advise_common(devPtr, count, advice);
-    return r != CUDA_SUCCESS ? r : check_loc_dev(device);
+    if (r == CUDA_SUCCESS)
+        r = check_loc_dev(device);
+    if (r == CUDA_SUCCESS)
+        record_advice(devPtr, advice, device);
+    return r;
 }
 
 CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
                         CUmemLocation location)
 {
     CUresult r = advise_common(devPtr, count, advice);
-    return r != CUDA_SUCCESS ? r : check_location(location);
+    if (r == CUDA_SUCCESS)
+        r = check_location(location);
+    if (r == CUDA_SUCCESS)
+        record_advice(devPtr, advice, location_ordinal(location));
+    return r;
 }
 
 static CUresult prefetch_common(CUdeviceptr p, size_t count, CUstream s)
@@ -226,7 +254,11 @@ static CUresult prefetch_common(CUdeviceptr p, size_t count, CUstream s)
 CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
     CUresult r = prefetch_common(devPtr, count, hStream);
-    return r != CUDA_SUCCESS ? r : check_loc_dev(dstDevice);
+    if (r == CUDA_SUCCESS)
+        r = check_loc_dev(dstDevice);
+    if (r == CUDA_SUCCESS)
+        sim_region_advise(devPtr, SIM_ADV_PREFETCH, dstDevice);
+    return r;
 }
 CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
                                  CUstream hStream)
@@ -239,7 +271,81 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation l
     CUresult r = prefetch_common(devPtr, count, hStream);
     if (r == CUDA_SUCCESS && flags != 0)
         r = CUDA_ERROR_INVALID_VALUE;
-    return r != CUDA_SUCCESS ? r : check_location(location);
+    if (r == CUDA_SUCCESS)
+        r = check_location(location);
+    if (r == CUDA_SUCCESS)
+        sim_region_advise(devPtr, SIM_ADV_PREFETCH, location_ordinal(location));
+    return r;
+}
+
+/* What advice and prefetch recorded, for a range inside one managed
+ * allocation (the simulator keeps them per allocation). */
+CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute,
+                                CUdeviceptr devPtr, size_t count)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_region reg;
+    if (!data || !count || sim_region_find(devPtr, &reg) || reg.kind != SIM_R_MANAGED ||
+        count > reg.size - (devPtr - reg.base) || dataSize < 4 || dataSize % 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    int *v = data;
+    int n = (int)(dataSize / 4);
+    switch (attribute) {
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+        *v = reg.read_mostly;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+        *v = reg.preferred;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+        *v = reg.last_prefetch;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE: {
+        int loc = attribute == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE ? reg.preferred
+                                                                             : reg.last_prefetch;
+        *v = loc == -2 ? CU_MEM_LOCATION_TYPE_INVALID
+             : loc == -1 ? CU_MEM_LOCATION_TYPE_HOST
+                         : CU_MEM_LOCATION_TYPE_DEVICE;
+        break;
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+        *v = reg.preferred >= 0 ? reg.preferred : 0;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+        *v = reg.last_prefetch >= 0 ? reg.last_prefetch : 0;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+        int k = 0;
+        if (reg.accessed_by & (1u << 31) && k < n)
+            v[k++] = -1;
+        for (int d = 0; d < SIM_MAX_DEVICES && k < n; d++)
+            if (reg.accessed_by & (1u << d))
+                v[k++] = d;
+        while (k < n)
+            v[k++] = -2;
+        break;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes,
+                                 CUmem_range_attribute *attributes, size_t numAttributes,
+                                 CUdeviceptr devPtr, size_t count)
+{
+    if (!data || !dataSizes || !attributes || !numAttributes)
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < numAttributes; i++) {
+        CUresult r = cuMemRangeGetAttribute(data[i], dataSizes[i], attributes[i], devPtr, count);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
 }
 CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                     unsigned int flags, CUstream hStream)

@@ -12,16 +12,6 @@
 
 #define PAGE 4096ull
 
-struct CUmemPoolHandle_st {
-    struct sim_obj obj;
-    int dev;
-};
-
-/* Default pools: constant objects (never written), one per device. */
-#define POOL(d) {.obj = {.kind = SIM_K_POOL}, .dev = d}
-static struct CUmemPoolHandle_st default_pools[SIM_MAX_DEVICES] = {
-    POOL(0), POOL(1), POOL(2), POOL(3), POOL(4), POOL(5), POOL(6), POOL(7)};
-
 CUresult sim_mem_account(int dev, int64_t bytes, int managed)
 {
     struct sim_state *st = g_sim.st;
@@ -110,6 +100,58 @@ int sim_mem_range_ok(uint64_t p, size_t n)
     return ok;
 }
 
+int sim_region_find(uint64_t p, struct sim_region *out)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(p);
+    int ok = i > 0 && p - g_sim.regions[i - 1].base < g_sim.regions[i - 1].size;
+    if (ok)
+        *out = g_sim.regions[i - 1];
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok ? 0 : -1;
+}
+
+/* Note the pool an allocation came from (mempool.c); pool NULL forgets
+ * every allocation of old (a pool being destroyed). */
+void sim_region_set_pool(uint64_t base, void *pool, void *old)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    if (pool) {
+        size_t i = region_index(base);
+        if (i > 0 && g_sim.regions[i - 1].base == base)
+            g_sim.regions[i - 1].pool = pool;
+    } else {
+        for (size_t i = 0; i < g_sim.nregions; i++)
+            if (g_sim.regions[i].pool == old)
+                g_sim.regions[i].pool = NULL;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
+void sim_region_advise(uint64_t p, enum sim_advice what, int value)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(p);
+    if (i > 0 && p - g_sim.regions[i - 1].base < g_sim.regions[i - 1].size) {
+        struct sim_region *r = &g_sim.regions[i - 1];
+        unsigned int bit = value < 0 ? 1u << 31 : 1u << (value & 7);
+        switch (what) {
+        case SIM_ADV_READ_MOSTLY: r->read_mostly = value; break;
+        case SIM_ADV_PREFERRED: r->preferred = value; break;
+        case SIM_ADV_ACCESSED_BY_SET: r->accessed_by |= bit; break;
+        case SIM_ADV_ACCESSED_BY_CLEAR: r->accessed_by &= ~bit; break;
+        case SIM_ADV_PREFETCH: r->last_prefetch = value; break;
+        }
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
+int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags)
+{
+    struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = -1, .flags = flags};
+    return region_insert(&r);
+}
+
 /* Exposed to vmm.c: a mapped VMM range is device memory too. */
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm)
 {
@@ -135,7 +177,8 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
     int fl = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, fl, -1, 0);
     struct sim_region reg = {.base = (uint64_t)(uintptr_t)p, .size = size, .acct = size,
-                             .kind = kind, .dev = ctx->dev};
+                             .kind = kind, .dev = ctx->dev, .preferred = -2,
+                             .last_prefetch = -2};
     if (p == MAP_FAILED || region_insert(&reg) != 0) {
         if (p != MAP_FAILED)
             munmap(p, size);
@@ -143,6 +186,13 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = reg.base;
+    if (kind == SIM_R_GRAPH) { /* cuDeviceGetGraphMemAttribute's counters */
+        uint64_t now = __atomic_add_fetch(&g_sim.graph_mem[ctx->dev], size, __ATOMIC_RELAXED);
+        uint64_t hi = __atomic_load_n(&g_sim.graph_mem_high[ctx->dev], __ATOMIC_RELAXED);
+        while (now > hi && !__atomic_compare_exchange_n(&g_sim.graph_mem_high[ctx->dev], &hi, now,
+                                                        1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -156,11 +206,15 @@ CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
     struct sim_region reg;
     if (sim_region_take(dptr, kind_mask, &reg) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (reg.pool)
+        sim_pool_uncharge(reg.pool, reg.size);
+    if (reg.kind == SIM_R_GRAPH)
+        __atomic_sub_fetch(&g_sim.graph_mem[reg.dev], reg.size, __ATOMIC_RELAXED);
     munmap((void *)(uintptr_t)reg.base, reg.size);
     return sim_mem_account(reg.dev, -(int64_t)reg.acct, reg.kind == SIM_R_MANAGED);
 }
 
-#define FREEABLE ((1 << SIM_R_DEVICE) | (1 << SIM_R_MANAGED))
+#define FREEABLE ((1 << SIM_R_DEVICE) | (1 << SIM_R_MANAGED) | (1 << SIM_R_GRAPH))
 
 /* The synchronous allocation calls are "potentially unsafe" during stream
  * capture (capture.c); the stream-ordered ones below are not. */
@@ -254,11 +308,14 @@ static CUresult check_stream(CUstream s)
 }
 
 /* Stream-ordered allocation: the simulator allocates at once (kernels do not
- * touch memory, so stream order cannot be observed). */
+ * touch memory, so stream order cannot be observed), from the device's
+ * current pool, whose usage counters follow (mempool.c). */
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     CUresult r = check_stream(hStream);
-    return r != CUDA_SUCCESS ? r : sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return cuMemAllocFromPoolAsync(dptr, bytesize, sim_pool_current(sim_current_dev()), hStream);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -277,31 +334,18 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return cuMemFreeAsync(dptr, hStream);
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pool_out)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= sim_ndev())
-        return CUDA_ERROR_INVALID_DEVICE;
-    *pool_out = &default_pools[dev];
-    return CUDA_SUCCESS;
-}
-
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream)
 {
     CUresult r = check_stream(hStream);
     if (r != CUDA_SUCCESS)
         return r;
-    uintptr_t p = (uintptr_t)pool, b = (uintptr_t)default_pools;
-    if (p < b || p >= b + sizeof default_pools || (p - b) % sizeof default_pools[0])
+    if (!sim_pool_ok(pool) || pool->dev != sim_current_dev())
         return CUDA_ERROR_INVALID_VALUE;
-    if (pool->dev != sim_current_dev())
-        return CUDA_ERROR_INVALID_VALUE;
-    return sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0);
+    /* stream-ordered: not "unsafe" during capture, so not through cuMemAlloc_v2 */
+    if ((r = sim_mem_alloc(dptr, bytesize, SIM_R_DEVICE, 0)) == CUDA_SUCCESS)
+        sim_pool_charge(pool, *dptr);
+    return r;
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,

@@ -1,113 +1,152 @@
 /*
- * module.c: modules and functions.  Any image loads; the simulator only
- * looks for cost annotations, lines "// tgs-sim: cost <kernel> <factor>"
- * (a PTX comment, ignored by a real GPU), which scale that kernel's time.
+ * module.c: modules and their functions.  An image is parsed strictly
+ * (image.c): junk is CUDA_ERROR_INVALID_IMAGE, a kernel that is not in the
+ * image CUDA_ERROR_NOT_FOUND.  Each global variable gets device memory of
+ * its size at load, so cuModuleGetGlobal answers the real size and copies
+ * to and from it work.  A kernel's cost annotation scales its time.
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "sim.h"
 
-#define TEXT_CAP (256ull << 20)
-#define FATBIN_MAGIC 0xBA55ED50u
-#define FATBIN_WRAPPER_MAGIC 0x466243b1u
-
-/* Bytes of the image that may be read: binary formats carry their size,
- * text ends at its NUL. */
-static size_t image_size(const unsigned char *img)
+CUresult sim_read_file(const char *path, void **data, size_t *size)
 {
-    uint32_t magic;
-    memcpy(&magic, img, 4);
-    if (magic == FATBIN_WRAPPER_MAGIC)
-        return 0; /* a wrapper points elsewhere; nothing to scan here */
-    if (magic == FATBIN_MAGIC) {
-        uint16_t hsz;
-        uint64_t fsz;
-        memcpy(&hsz, img + 6, 2);
-        memcpy(&fsz, img + 8, 8);
-        return (size_t)hsz + (size_t)(fsz < TEXT_CAP ? fsz : TEXT_CAP);
-    }
-    if (memcmp(img, "\x7f" "ELF", 4) == 0 && img[4] == 2) {
-        uint64_t shoff, phoff;
-        uint16_t shentsize, shnum, phentsize, phnum;
-        memcpy(&phoff, img + 0x20, 8);
-        memcpy(&shoff, img + 0x28, 8);
-        memcpy(&phentsize, img + 0x36, 2);
-        memcpy(&phnum, img + 0x38, 2);
-        memcpy(&shentsize, img + 0x3A, 2);
-        memcpy(&shnum, img + 0x3C, 2);
-        uint64_t a = shoff + (uint64_t)shentsize * shnum, b = phoff + (uint64_t)phentsize * phnum;
-        uint64_t n = a > b ? a : b;
-        return (size_t)(n < TEXT_CAP ? n : TEXT_CAP);
-    }
-    return strnlen((const char *)img, TEXT_CAP);
-}
-
-static void add_cost(struct CUmod_st *m, const char *line, size_t len)
-{
-    char buf[320];
-    if (len >= sizeof buf)
-        len = sizeof buf - 1;
-    memcpy(buf, line, len);
-    buf[len] = 0;
-    char name[128];
-    double f;
-    if (sscanf(buf, " cost %127s %lf", name, &f) != 2 || !(f >= 0) || f > 1e9)
-        return;
-    struct sim_cost *n = realloc(m->costs, (m->ncosts + 1) * sizeof *n);
-    if (!n)
-        return;
-    m->costs = n;
-    snprintf(n[m->ncosts].name, sizeof n[m->ncosts].name, "%s", name);
-    n[m->ncosts].factor = f;
-    m->ncosts++;
-}
-
-static void scan_costs(struct CUmod_st *m, const unsigned char *img, size_t n)
-{
-    static const char tag[] = "tgs-sim:";
-    const unsigned char *p = img, *end = img + n;
-    while (p < end) {
-        const unsigned char *hit = memmem(p, (size_t)(end - p), tag, sizeof tag - 1);
-        if (!hit)
-            break;
-        const unsigned char *s = hit + sizeof tag - 1;
-        const unsigned char *eol = memchr(s, '\n', (size_t)(end - s));
-        if (!eol)
-            eol = end;
-        /* Must sit in a // comment. */
-        const unsigned char *q = hit;
-        while (q > img && (q[-1] == ' ' || q[-1] == '\t'))
-            q--;
-        if (q - img >= 2 && q[-1] == '/' && q[-2] == '/')
-            add_cost(m, (const char *)s, (size_t)(eol - s));
-        p = eol;
-    }
-}
-
-CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-                            CUjit_option *options, void **optionValues)
-{
-    struct CUctx_st *ctx;
-    CUresult r = sim_current_ctx(&ctx);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!module || !image || (numOptions && (!options || !optionValues)))
+    if (!path)
         return CUDA_ERROR_INVALID_VALUE;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SIM_IMAGE_CAP) {
+        close(fd);
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    }
+    size_t n = (size_t)st.st_size;
+    char *b = malloc(n + 1);
+    size_t got = 0;
+    while (b && got < n) {
+        ssize_t k = read(fd, b + got, n - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (!b || got != n) {
+        free(b);
+        return b ? CUDA_ERROR_FILE_NOT_FOUND : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    b[n] = 0; /* a PTX file ends here */
+    *data = b;
+    *size = n;
+    return CUDA_SUCCESS;
+}
+
+void sim_module_free(struct CUmod_st *m)
+{
+    sim_handle_del(m);
+    for (size_t i = 0; i < m->nfuncs; i++) {
+        sim_handle_del(m->funcs[i]);
+        m->funcs[i]->obj.kind = 0;
+        free(m->funcs[i]);
+    }
+    for (size_t i = 0; m->gaddr && i < m->img.nsyms; i++)
+        if (m->gaddr[i])
+            sim_mem_free(m->gaddr[i], 1 << SIM_R_MODULE);
+    free(m->gaddr);
+    free(m->funcs);
+    sim_image_free(&m->img);
+    m->obj.kind = 0;
+    free(m);
+}
+
+CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,
+                         struct CUlib_st *lib, struct CUmod_st **out)
+{
     struct CUmod_st *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->obj.kind = SIM_K_MODULE;
     m->ctx = ctx;
-    scan_costs(m, image, image_size(image));
+    m->lib = lib;
+    CUresult r = sim_image_parse(image, size, &m->img);
+    if (r == CUDA_SUCCESS && m->img.nsyms) {
+        m->gaddr = calloc(m->img.nsyms, sizeof *m->gaddr);
+        if (!m->gaddr)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; r == CUDA_SUCCESS && i < m->img.nsyms; i++) {
+        const struct sim_sym *s = &m->img.syms[i];
+        if (s->kind == SIM_SYM_GLOBAL) {
+            r = sim_mem_alloc(&m->gaddr[i], s->size ? s->size : 1, SIM_R_MODULE, 0);
+            if (r == CUDA_SUCCESS)
+                memset((void *)(uintptr_t)m->gaddr[i], 0, s->size);
+        }
+    }
+    if (r != CUDA_SUCCESS) {
+        m->obj.kind = SIM_K_MODULE;
+        for (size_t i = 0; m->gaddr && i < m->img.nsyms; i++)
+            if (m->gaddr[i])
+                sim_mem_free(m->gaddr[i], 1 << SIM_R_MODULE);
+        free(m->gaddr);
+        sim_image_free(&m->img);
+        free(m);
+        sim_log(SIM_LOG_INFO, "module load: error %d", (int)r);
+        return r;
+    }
     sim_handle_add(m);
-    *module = m;
+    *out = m;
     return CUDA_SUCCESS;
+}
+
+static CUresult load_current(CUmodule *module, const void *image, size_t size)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    return sim_module_load(ctx, image, size, NULL, module);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                            CUjit_option *options, void **optionValues)
+{
+    if (numOptions && (!options || !optionValues))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return load_current(module, image, 0);
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
-    return cuModuleLoadDataEx(module, image, 0, NULL, NULL);
+    return load_current(module, image, 0);
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    return load_current(module, fatCubin, 0);
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    struct CUctx_st *ctx;
+    CUresult r = sim_current_ctx(&ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *data;
+    size_t n;
+    r = sim_read_file(fname, &data, &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = sim_module_load(ctx, data, n, NULL, module);
+    free(data);
+    return r;
 }
 
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
@@ -120,36 +159,33 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     if (!sim_handle_ok(hmod, SIM_K_MODULE))
         return CUDA_ERROR_INVALID_HANDLE;
     size_t len = strnlen(name, 4096);
-    if (len == 0 || len == 4096)
+    if (len == 0 || len == 4096 || !sim_image_find(&hmod->img, name, SIM_SYM_KERNEL))
         return CUDA_ERROR_NOT_FOUND;
     pthread_mutex_lock(&g_sim.lock);
     struct CUfunc_st *f = NULL;
+    int created = 0;
     for (size_t i = 0; i < hmod->nfuncs && !f; i++)
         if (!strcmp(hmod->funcs[i]->name, name))
             f = hmod->funcs[i];
-    pthread_mutex_unlock(&g_sim.lock);
     if (!f) {
         struct CUfunc_st **arr = realloc(hmod->funcs, (hmod->nfuncs + 1) * sizeof *arr);
-        f = calloc(1, sizeof *f + len + 1);
-        if (!arr || !f) {
-            free(f);
-            if (arr)
-                hmod->funcs = arr;
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (arr)
+            hmod->funcs = arr;
+        f = arr ? calloc(1, sizeof *f + len + 1) : NULL;
+        if (f) {
+            f->obj.kind = SIM_K_FUNC;
+            f->mod = hmod;
+            f->factor = sim_image_cost(&hmod->img, name);
+            memcpy(f->name, name, len + 1);
+            hmod->funcs[hmod->nfuncs++] = f;
+            created = 1;
         }
-        hmod->funcs = arr;
-        f->obj.kind = SIM_K_FUNC;
-        f->mod = hmod;
-        f->factor = 1.0;
-        memcpy(f->name, name, len + 1);
-        for (size_t i = 0; i < hmod->ncosts; i++)
-            if (!strcmp(hmod->costs[i].name, name))
-                f->factor = hmod->costs[i].factor;
-        pthread_mutex_lock(&g_sim.lock);
-        hmod->funcs[hmod->nfuncs++] = f;
-        pthread_mutex_unlock(&g_sim.lock);
-        sim_handle_add(f);
     }
+    pthread_mutex_unlock(&g_sim.lock);
+    if (!f)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (created) /* the registry takes g_sim.lock itself */
+        sim_handle_add(f);
     *hfunc = f;
     return CUDA_SUCCESS;
 }
@@ -159,17 +195,143 @@ CUresult cuModuleUnload(CUmodule hmod)
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
+    if (!sim_handle_ok(hmod, SIM_K_MODULE) || hmod->lib)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_module_free(hmod);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name || (!dptr && !bytes))
+        return CUDA_ERROR_INVALID_VALUE;
     if (!sim_handle_ok(hmod, SIM_K_MODULE))
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_handle_del(hmod);
-    for (size_t i = 0; i < hmod->nfuncs; i++) {
-        sim_handle_del(hmod->funcs[i]);
-        hmod->funcs[i]->obj.kind = 0;
-        free(hmod->funcs[i]);
+    for (size_t i = 0; i < hmod->img.nsyms; i++) {
+        const struct sim_sym *s = &hmod->img.syms[i];
+        if (s->kind == SIM_SYM_GLOBAL && !strcmp(s->name, name)) {
+            if (dptr)
+                *dptr = hmod->gaddr[i];
+            if (bytes)
+                *bytes = s->size;
+            return CUDA_SUCCESS;
+        }
     }
-    free(hmod->funcs);
-    free(hmod->costs);
-    hmod->obj.kind = 0;
-    free(hmod);
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *v = getenv("CUDA_MODULE_LOADING");
+    *mode = v && !strcmp(v, "EAGER") ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
     return CUDA_SUCCESS;
+}
+
+static unsigned int kernel_count(const struct sim_image *img)
+{
+    unsigned int n = 0;
+    for (size_t i = 0; i < img->nsyms; i++)
+        n += img->syms[i].kind == SIM_SYM_KERNEL;
+    return n;
+}
+
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_handle_ok(mod, SIM_K_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *count = kernel_count(&mod->img);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions,
+                                    CUmodule mod)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!functions)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_handle_ok(mod, SIM_K_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (numFunctions > kernel_count(&mod->img))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned int k = 0;
+    for (size_t i = 0; i < mod->img.nsyms && k < numFunctions; i++)
+        if (mod->img.syms[i].kind == SIM_SYM_KERNEL &&
+            (r = cuModuleGetFunction(&functions[k++], mod, mod->img.syms[i].name)))
+            return r;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_func_resolve(CUfunction f, struct CUfunc_st **out)
+{
+    if (sim_handle_ok(f, SIM_K_FUNC)) {
+        *out = f;
+        return CUDA_SUCCESS;
+    }
+    if (sim_handle_ok(f, SIM_K_KERNEL))
+        return cuKernelGetFunction(out, (CUkernel)(void *)f);
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!hmod)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUfunc_st *f;
+    if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
+        return r;
+    *hmod = f->mod;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUfunc_st *f;
+    if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
+        return r;
+    *name = f->name;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!state)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUfunc_st *f;
+    if ((r = sim_func_resolve(function, &f)) != CUDA_SUCCESS)
+        return r;
+    *state = CU_FUNCTION_LOADING_STATE_LOADED;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncLoad(CUfunction function)
+{
+    CUresult r = sim_check_init();
+    struct CUfunc_st *f;
+    return r != CUDA_SUCCESS ? r : sim_func_resolve(function, &f);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "tgs/cuda_abi.h"
+#include "image.h"
 #include "sim_state.h"
 
 #pragma GCC visibility push(hidden)
@@ -30,6 +31,10 @@ enum sim_kind {
     SIM_K_MIPMAP,
     SIM_K_POOL,
     SIM_K_VMM,
+    SIM_K_LIB,
+    SIM_K_KERNEL,
+    SIM_K_LINK,
+    SIM_K_USER_OBJECT,
 };
 
 /* Every handle the simulator gives out starts with this header. */
@@ -43,6 +48,7 @@ struct CUctx_st {
     int slot;      /* shared context slot */
     int primary;   /* 1 for a device's primary context */
     unsigned int flags;
+    unsigned int peers;   /* devices whose contexts' memory it may access (bits) */
     uint64_t next_marker; /* event markers issued (this process owns the slot) */
 };
 
@@ -57,6 +63,8 @@ struct CUstream_st {
     CUgraphNode *deps;         /* the next captured node depends on these */
     CUgraphEdgeData *edges;    /* zeroed edge data parallel to deps */
     size_t ndeps, deps_cap;
+    unsigned int attrs_set;          /* stream_attr.c: attributes set (bits) */
+    CUlaunchAttributeValue attrs[16];
 };
 
 struct CUevent_st {
@@ -81,25 +89,60 @@ struct sim_span {
     uint64_t size;
 };
 
-struct sim_cost {
-    char name[128];
-    double factor;
-};
-
+/* A module: one image loaded into one context.  Its globals are device
+ * memory of the symbol's size, allocated at load (gaddr[i] for syms[i]). */
 struct CUmod_st {
     struct sim_obj obj;
     struct CUctx_st *ctx;
-    struct sim_cost *costs;
-    size_t ncosts;
+    struct CUlib_st *lib; /* the library that made it, or NULL */
+    struct sim_image img;
+    CUdeviceptr *gaddr;
     struct CUfunc_st **funcs;
     size_t nfuncs;
 };
+
+#define SIM_FUNC_NATTR 16 /* CU_FUNC_ATTRIBUTE_MAX */
 
 struct CUfunc_st {
     struct sim_obj obj;
     struct CUmod_st *mod;
     double factor;
+    int attr_set[SIM_FUNC_NATTR]; /* 1 where cuFuncSetAttribute set attr[] */
+    int attr[SIM_FUNC_NATTR];
+    int cache_config;
     char name[];
+};
+
+/* A library: an image with no context; a module per context on demand. */
+struct CUlib_st {
+    struct sim_obj obj;
+    struct sim_image img;
+    void *code;      /* a copy of the image, for each context's module */
+    size_t code_size;
+    struct CUmod_st **mods;
+    size_t nmods;
+    struct CUkern_st **kerns;
+    size_t nkerns;
+};
+
+struct CUkern_st {
+    struct sim_obj obj;
+    struct CUlib_st *lib;
+    int attr_set[SIM_FUNC_NATTR];
+    int attr[SIM_FUNC_NATTR];
+    int cache_config;
+    char name[];
+};
+
+/* A memory pool (mempool.c): a default and a current one per device. */
+struct CUmemPoolHandle_st {
+    struct sim_obj obj;
+    int dev;
+    int is_default;
+    int reuse[3];               /* CU_MEMPOOL_ATTR_REUSE_* */
+    uint64_t release_threshold;
+    uint64_t used, used_high;   /* bytes allocated from it now, at most */
+    unsigned int access;        /* CUmemAccess_flags for the device */
 };
 
 /* Process-wide state of the simulator: the one mutable global. */
@@ -113,6 +156,7 @@ struct sim_globals {
     /* per-process parameters (env) */
     double ns_per_thread;
     uint64_t queue_depth;
+    int sm_count; /* TGS_SIM_SMS: SMs per device (occupancy, attributes) */
     int log_level;
     /* contexts */
     struct CUctx_st *primary[SIM_MAX_DEVICES];
@@ -124,6 +168,16 @@ struct sim_globals {
     /* device-memory regions, sorted by base */
     struct sim_region *regions;
     size_t nregions, regions_cap;
+    /* context limits (cuCtxSetLimit) and cache preference, per process */
+    size_t limits[8];
+    int limits_set[8];
+    int cache_config;
+    int shared_config; /* cuCtxSetSharedMemConfig (0: the 4-byte default) */
+    /* graph memory (mem-alloc nodes) per device: now and at most */
+    uint64_t graph_mem[SIM_MAX_DEVICES], graph_mem_high[SIM_MAX_DEVICES];
+    /* memory pools: the devices' default pools and the current ones */
+    struct CUmemPoolHandle_st default_pool[SIM_MAX_DEVICES];
+    struct CUmemPoolHandle_st *current_pool[SIM_MAX_DEVICES];
     /* VMM address reservations */
     struct sim_span *reserves;
     size_t nreserves, reserves_cap;
@@ -207,7 +261,12 @@ void sim_stream_note(struct CUctx_st *ctx, struct CUstream_st *obj, uint64_t seq
 CUresult sim_stream_sync(CUstream s);
 
 /* memory.c: regions of simulated device memory */
-enum sim_region_kind { SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP };
+/* SIM_R_HOST: page-locked host memory the simulator allocated;
+ * SIM_R_HOST_REG: the program's memory, registered (not owned). */
+enum sim_region_kind {
+    SIM_R_DEVICE = 1, SIM_R_MANAGED, SIM_R_VMM_MAP, SIM_R_MODULE, SIM_R_HOST, SIM_R_HOST_REG,
+    SIM_R_GRAPH /* a graph's mem-alloc node */
+};
 struct sim_region {
     uint64_t base;
     uint64_t size;
@@ -215,6 +274,12 @@ struct sim_region {
     int kind;
     int dev;
     void *vmm; /* SIM_R_VMM_MAP: the physical allocation mapped here */
+    unsigned int flags; /* host regions: the allocation/registration flags */
+    struct CUmemPoolHandle_st *pool; /* the pool it came from, or NULL */
+    /* managed memory (memcpy.c): advice and prefetch, for the whole region;
+     * locations are device ordinals, -1 the host, -2 none */
+    int read_mostly, preferred, last_prefetch;
+    unsigned int accessed_by; /* bit d: device d; bit 31: the host */
 };
 CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
@@ -223,25 +288,54 @@ int sim_mem_range_ok(uint64_t p, size_t n);
 int sim_current_dev(void);
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
 int sim_region_take(uint64_t base, int mask, struct sim_region *out);
+/* The region holding p (a copy); 0 found, -1 not. */
+int sim_region_find(uint64_t p, struct sim_region *out);
+int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags);
+void sim_region_set_pool(uint64_t base, void *pool, void *old);
+/* Managed-memory advice (memcpy.c): change the region holding p. */
+enum sim_advice { SIM_ADV_READ_MOSTLY, SIM_ADV_PREFERRED, SIM_ADV_ACCESSED_BY_SET,
+                  SIM_ADV_ACCESSED_BY_CLEAR, SIM_ADV_PREFETCH };
+void sim_region_advise(uint64_t p, enum sim_advice what, int value);
+
+/* mempool.c: memory pools (a default and a current one per device) */
+int sim_pool_ok(const struct CUmemPoolHandle_st *p);
+struct CUmemPoolHandle_st *sim_pool_current(int dev);
+void sim_pool_charge(struct CUmemPoolHandle_st *p, CUdeviceptr base);
+void sim_pool_uncharge(struct CUmemPoolHandle_st *p, uint64_t bytes);
+
+/* module.c */
+CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,
+                         struct CUlib_st *lib, struct CUmod_st **out);
+void sim_module_free(struct CUmod_st *m);
+/* a CUfunction or a CUkernel (cast, as the real driver accepts): the function */
+CUresult sim_func_resolve(CUfunction f, struct CUfunc_st **out);
+/* library.c: the library's module in the current context (made on demand) */
+CUresult sim_library_module(struct CUlib_st *lib, struct CUmod_st **out);
+/* attrs.c: a function attribute's value (function, then kernel settings) */
+int sim_func_attr(const struct CUfunc_st *f, int attr);
+/* read a whole file (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile) */
+CUresult sim_read_file(const char *path, void **data, size_t *size);
+
+/* array.c: an array's bytes (rows of `row` bytes, `height` rows per slice) */
+int sim_array_layout(CUarray a, unsigned char **data, size_t *bytes, size_t *row,
+                     size_t *height);
+
+/* copy3d.c: a descriptor copy, done at once (callers order it) */
+CUresult sim_copy3d(const CUDA_MEMCPY3D *c);
+/* memset.c: a pitched fill of elem-byte values, done at once */
+CUresult sim_fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
+                  size_t elem);
 
 /* launch.c: compute a launch's simulated duration and enqueue it */
 CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                     unsigned int bx, unsigned int by, unsigned int bz, CUstream s, int ptsz);
 
-/* graph.c: one node's operation, as a graph stores and replays it */
-struct sim_graph_op {
-    int type;                    /* CU_GRAPH_NODE_TYPE_KERNEL, _MEMCPY or _MEMSET */
-    CUDA_KERNEL_NODE_PARAMS_v2 k;
-    void *dst;                   /* memcpy/memset: host-visible addresses */
-    const void *src;
-    size_t bytes;                /* memcpy */
-    unsigned int value;          /* memset: value, element size (1 or 4), count */
-    size_t elem, count;
-};
-CUresult sim_graph_add(CUgraph g, const struct sim_graph_op *op, const CUgraphNode *deps,
+/* graph.c: add a node of work w (graph.h's struct sim_gwork) for stream
+ * capture; the caller has validated g, deps and w. */
+struct sim_gwork;
+CUresult sim_graph_add(CUgraph g, const struct sim_gwork *w, const CUgraphNode *deps,
                        size_t ndeps, CUgraphNode *out);
 int sim_graph_has_node(CUgraph g, CUgraphNode n);
-void sim_graph_op_run_host(const struct sim_graph_op *op); /* memcpy/memset: do it now */
 
 /* capture.c: stream capture.  Every hook first tests g_sim.cap_active, so
  * that with no capture in progress they cost one relaxed load. */
@@ -253,10 +347,20 @@ static inline int sim_stream_is_legacy(CUstream s, int ptsz)
 {
     return s == TGS_CU_STREAM_LEGACY || (s == NULL && !ptsz);
 }
-/* Work (op) submitted to s: 1 when capture handled it (*res says how: captured,
+/* Work w submitted to s: 1 when capture handled it (*res says how: captured,
  * or refused), 0 when it is to execute as usual. */
 int sim_capture_take(CUstream s, int ptsz, struct CUctx_st *ctx, struct CUstream_st *obj,
-                     const struct sim_graph_op *op, CUresult *res);
+                     const struct sim_gwork *w, CUresult *res);
+/* capture_work.c: sim_capture_take for a copy (dst/src of the given memory
+ * types, host or device addresses), a 3D copy, a memset, a host function, or
+ * a step of an executable graph: 1 when capture handled it (see above). */
+int sim_capture_copy(CUstream s, int ptsz, CUmemorytype dt, uintptr_t dst, CUmemorytype st,
+                     uintptr_t src, size_t n, CUresult *res);
+int sim_capture_copy3d(CUstream s, int ptsz, const CUDA_MEMCPY3D *c, CUresult *res);
+int sim_capture_fill(CUstream s, int ptsz, CUdeviceptr dst, size_t pitch, unsigned int v,
+                     size_t width, size_t height, unsigned int elem, CUresult *res);
+int sim_capture_host(CUstream s, int ptsz, CUhostFn fn, void *data, CUresult *res);
+int sim_capture_step(CUstream s, int ptsz, const struct sim_gwork *w, CUresult *res);
 /* cuEventRecord into s: 1 when capture handled it (see above). */
 int sim_capture_record(CUevent e, CUstream s, int ptsz, struct CUctx_st *ctx,
                        struct CUstream_st *obj, CUresult *res);

@@ -3,10 +3,17 @@
  * SetAccess ...).  A physical allocation is a memfd, so every mapping of it
  * shows the same bytes; it counts against device capacity from cuMemCreate
  * until it is released and unmapped everywhere.  Mappings are readable and
- * writable at once (access rights are validated, not enforced).
+ * writable at once (access rights are validated, not enforced).  Sharing:
+ * an allocation created with the POSIX file-descriptor handle type exports
+ * a duplicate of its memfd, and importing such a descriptor (in this or
+ * another process) maps the same bytes; the importer does not count the
+ * memory again.
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "sim.h"
@@ -17,8 +24,11 @@ struct sim_vmm {
     struct sim_obj obj;
     int fd;
     int dev;
-    int released;
+    int released; /* no handle reference left (refs == 0) */
+    int refs;     /* cuMemCreate / Import / RetainAllocationHandle, less cuMemRelease */
     int maps;
+    int imported; /* counted by the exporter, not here */
+    unsigned int handle_types;
     uint64_t size;
 };
 
@@ -51,7 +61,8 @@ static void vmm_free(struct sim_vmm *h)
 {
     sim_handle_del(h);
     close(h->fd);
-    sim_mem_account(h->dev, -(int64_t)h->size, 0);
+    if (!h->imported)
+        sim_mem_account(h->dev, -(int64_t)h->size, 0);
     h->obj.kind = 0;
     free(h);
 }
@@ -71,6 +82,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     h->dev = prop->location.id;
     h->size = size;
+    h->refs = 1;
+    h->handle_types = prop->requestedHandleTypes;
     h->fd = memfd_create("tgs-sim-vmm", MFD_CLOEXEC);
     if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0 ||
         sim_mem_account(h->dev, (int64_t)size, 0) != CUDA_SUCCESS) {
@@ -99,9 +112,117 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     struct sim_vmm *h = vmm_get(handle);
     if (!h || h->released)
         return CUDA_ERROR_INVALID_VALUE;
+    if (--h->refs > 0)
+        return CUDA_SUCCESS;
     h->released = 1;
     if (h->maps == 0)
         vmm_free(h);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_vmm *h = vmm_get(handle);
+    if (!h || h->released || !shareableHandle || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED; /* Windows and fabric handles */
+    if (!(h->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return CUDA_ERROR_INVALID_VALUE; /* not requested at cuMemCreate */
+    int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int src = (int)(intptr_t)osHandle;
+    struct stat st;
+    if (src < 0 || fstat(src, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (uint64_t)st.st_size % GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_vmm *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+    if (h->fd < 0) {
+        free(h);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    int dev = sim_current_dev();
+    h->dev = dev >= 0 ? dev : 0;
+    h->size = (uint64_t)st.st_size;
+    h->refs = 1;
+    h->imported = 1;
+    h->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    h->obj.kind = SIM_K_VMM;
+    sim_handle_add(h);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_region reg;
+    if (!handle || sim_region_find((uint64_t)(uintptr_t)addr, &reg) ||
+        reg.kind != SIM_R_VMM_MAP)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_vmm *h = reg.vmm;
+    if (h->released) /* mapped, but every handle was released: give one back */
+        h->released = 0;
+    h->refs++;
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_vmm *h = vmm_get(handle);
+    if (!h || h->released || !prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->requestedHandleTypes = (CUmemAllocationHandleType)h->handle_types;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = h->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                        CUdeviceptr ptr)
+{
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct sim_region reg;
+    if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        sim_region_find(ptr, &reg) || reg.kind != SIM_R_VMM_MAP)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (location->id < 0 || location->id >= sim_ndev())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE; /* mappings are always read-write here */
     return CUDA_SUCCESS;
 }
 

@@ -88,8 +88,11 @@ def test_missing_pub_or_device_only_disables_gating(probe_bin: Path, tmp_path: P
                           "launch:3:1:32")
         assert out[1] == "alloc 2"                       # the quota still applies
         assert int(out[2].split()[3]) < 2e9              # not held by a gate
-        assert len(lines) == 1, lines
-        assert ("publish page" in lines[0]) if what == "pub" else ("device segment" in lines[0])
+        refused = [line for line in lines if "quota refused" in line]
+        others = [line for line in lines if "quota refused" not in line]
+        assert len(refused) == 1 and "job 'j'" in refused[0], lines  # the refusal, said once
+        assert len(others) == 1, lines
+        assert ("publish page" in others[0]) if what == "pub" else ("device segment" in others[0])
     finally:
         seg.close()
 
@@ -98,7 +101,8 @@ def test_bad_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> No
     _corrupt(job.seg.path, "magic")
     env = dict(job.env, TGS_MEM_LIMIT="2M")
     out, lines = _run(probe_bin, env, "init", "alloc:1500000", "alloc:1000000")
-    assert out[1:] == ["alloc 0", "alloc 2"] and len(lines) == 1
+    assert out[1:] == ["alloc 0", "alloc 2"] and len(lines) == 2
+    assert "job 'TGS_MEM_LIMIT': the memory quota refused an allocation of 1000000" in lines[1]
 
 
 @pytest.mark.parametrize("value", ["lots", "12XB", "-5", "99999999999999999999G"])
@@ -203,7 +207,8 @@ def test_files_found_through_their_variables(probe_bin: Path, tmp_path: Path,
         prod.dev.path.rename(tmp_path / "gone.dev")
         out, lines = _run(probe_bin, env, "init", "alloc:900000", "alloc:900000",
                           "launch:2:1:32")
-        assert out[1:3] == ["alloc 0", "alloc 2"] and lines == []
+        assert out[1:3] == ["alloc 0", "alloc 2"] and len(lines) == 1  # only the refusal
+        assert "job 'opp': the memory quota refused an allocation of 900000" in lines[0]
         assert int(out[3].split()[3]) > 0.35e9      # held twice by the busy production pub
     finally:
         seg.close()

@@ -133,8 +133,8 @@ def test_every_entry_point_is_exported_and_reachable(lib: ctypes.CDLL) -> None:
     reachable: set[int] = set()
     bases = {re.sub(r"(_v\d+)?(_pt[sd]z?)?$", "", s) for s in _entry_points()}
     for base in bases:
-        for version in (2000, 3020, 4000, 7000, 9020, 10000, 11000, 11040, 12000, 12020, 12050,
-                        12080, 13000):
+        for version in (2000, 3020, 4000, 5050, 7000, 9020, 10000, 11000, 11040, 12000, 12020,
+                        12050, 12080, 13000):
             for flags in (LEGACY, PTDS):
                 rc, pfn, _ = lookup(lib, base, version, flags)
                 if rc == 0:

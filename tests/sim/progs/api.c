@@ -279,7 +279,7 @@ static void work(void)
     CUevent e0, e1;
     int prio = 9;
     float ms = 0;
-    const char img[] = "// ptx\n// tgs-sim: cost slow 4.0\n.entry slow()\n";
+    const char img[] = "// ptx\n// tgs-sim: cost slow 4.0\n.entry slow()\n.entry fast()\n";
     OK(cuModuleLoadDataEx(&mod, img, 0, NULL, NULL));
     OK(cuModuleGetFunction(&f, mod, "slow"));
     OK(cuModuleGetFunction(&f2, mod, "slow"));

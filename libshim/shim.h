@@ -105,6 +105,14 @@ struct tgs_fit {
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 
+/* The NVML view (nvml_*.c): real NVML functions, resolved lazily from the
+ * library the program loaded (atomic pointers; the shim never loads NVML). */
+#define TGS_NVML_MAX 16
+struct tgs_nvml {
+    void *real[TGS_NVML_MAX];   /* each hooked function's real address (nvml_shim.h) */
+    void *get_uuid, *get_index, *by_uuid;
+};
+
 struct tgs_global {
     pthread_once_t once;
     int ready;                  /* init done (acquire/release) */
@@ -156,6 +164,8 @@ struct tgs_global {
      * as seen by the begin/end hooks (relaxed; nonzero sends launches to the
      * slow path, which asks the driver whether their stream captures) */
     int captures;
+
+    struct tgs_nvml nvml;       /* NVML view (nvml_real.c) */
 };
 
 struct tgs_thread {
@@ -198,6 +208,9 @@ void tgs_hooks_resolve_real(void);
         if (TGS_UNLIKELY(tgs_g.opt.debug_hits)) \
             __atomic_fetch_add(&tgs_g.hits[TGS_HOOK_##name], 1, __ATOMIC_RELAXED); \
     } while (0)
+
+/* nvml_real.c: dlsym substitution of the NVML hooks */
+void *tgs_nvml_substitute(const char *name, void *p);
 
 /* attach.c */
 void tgs_attach_slow(void);

@@ -1,0 +1,61 @@
+/*
+ * libshim/nvml_job.c: the job's view for the NVML hooks: its quota and
+ * usage, its GPU and its live processes.  The one place where the NVML view
+ * reads the attach state and the segment (attach.c, ledger.c, segment.h).
+ * Attaching needs no CUDA context, so this works before cuInit (nvidia-smi
+ * and pynvml never call CUDA); the querying process takes a slot of the job
+ * like any process of it.
+ */
+#include <fcntl.h>
+#include <string.h>
+
+#include "nvml_shim.h"
+
+int tgs_nvml_job(struct tgs_nvml_job *j)
+{
+    if (!tgs_slot())
+        return 0;
+    const struct tgs_seg_header *h = tgs_g.hdr;
+    j->has_quota = tgs_mem_view(&j->mem_quota, &j->mem_used);
+    j->device_index = h->device_index;
+    memcpy(j->device_uuid, h->device_uuid, sizeof(j->device_uuid));
+    j->device_uuid[sizeof(j->device_uuid) - 1] = '\0';
+    return 1;
+}
+
+/* Slot i's owner is alive: someone holds its lock (F_OFD_GETLK only asks;
+ * our own lock never conflicts with our own descriptor, so not for ours). */
+static int slot_alive(int i)
+{
+    if (i == tgs_g.slot_idx)
+        return 1;
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+                        .l_start = TGS_SEG_LOCK_SLOT_BASE + i, .l_len = 1 };
+    return fcntl(tgs_g.fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+unsigned int tgs_nvml_job_procs(unsigned int *pids, unsigned long long *bytes, unsigned int max)
+{
+    if (!tgs_slot())
+        return 0;
+    const struct tgs_seg_header *h = tgs_g.hdr;
+    unsigned int n = 0;
+    for (uint32_t i = 0; i < h->nslots && n < max; i++) {
+        const struct tgs_slot *s = (const struct tgs_slot *)((const char *)h + h->header_size +
+                                                             (size_t)i * h->slot_size);
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_ACTIVE)
+            continue;
+        uint64_t mem = TGS_RELAXED_LOAD(&s->mem_used);
+        int32_t pid = TGS_RELAXED_LOAD(&s->pid);
+        /* a process that never allocated nor launched (a monitor) is no GPU process */
+        if (pid <= 0 || (!mem && !TGS_RELAXED_LOAD(&s->alloc_count) &&
+                         !TGS_RELAXED_LOAD(&s->lanes_used)))
+            continue;
+        if (!slot_alive((int)i))
+            continue;
+        pids[n] = (unsigned int)pid;
+        bytes[n] = mem;
+        n++;
+    }
+    return n;
+}

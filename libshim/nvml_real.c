@@ -103,8 +103,16 @@ void *tgs_nvml_substitute(const char *name, void *p)
     int id = index_of(name);
     if (id < 0)
         return p;
-    if (p == hooks[id]) /* found the shim's own export (RTLD_DEFAULT, RTLD_NEXT) */
-        return tgs_nvml_real(id) ? p : NULL;
+    if (p == hooks[id]) { /* found the shim's own export (RTLD_DEFAULT, RTLD_NEXT) */
+        if (tgs_nvml_real(id))
+            return p;
+        /* no NVML loaded: NULL, and a lookup that fails last, so that
+         * dlerror() has its message (callers read it after a NULL) */
+        void *(*ds)(void *, const char *) = real_dlsym();
+        if (ds)
+            (void)ds(RTLD_NEXT, name); /* not a tail call: "next" after the shim */
+        return NULL;
+    }
     return keep(id, p) == p ? hooks[id] : p; /* a second NVML library passes through */
 }
 

@@ -195,6 +195,40 @@ def test_a_killed_process_leaves_the_jobs_process_list(
         finish(a)
 
 
+AGREE = """
+import ctypes, json, os, warnings
+warnings.simplefilter("ignore")
+import pynvml as nv
+cu = ctypes.CDLL("libcuda.so.1")
+ctx, ptr = ctypes.c_void_p(), ctypes.c_uint64()
+assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert cu.cuCtxSetCurrent(ctx) == 0 and cu.cuMemAlloc_v2(ctypes.byref(ptr), %d) == 0
+free, total = ctypes.c_size_t(), ctypes.c_size_t()
+assert cu.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == 0
+nv.nvmlInit()
+h = nv.nvmlDeviceGetHandleByIndex(0)
+m = nv.nvmlDeviceGetMemoryInfo(h)
+print(json.dumps({"me": os.getpid(), "cu": [total.value, free.value],
+                  "nvml": [m.total, m.free, m.used],
+                  "procs": sorted([p.pid, p.usedGpuMemory]
+                                  for p in nv.nvmlDeviceGetComputeRunningProcesses(h))}))
+"""
+
+
+def test_nvml_agrees_with_cumemgetinfo_in_a_process_that_allocates(
+        job_env: dict[str, str], holders: tuple[int, int]) -> None:
+    inside, _ = holders
+    mine = 32 * MIB
+    res = subprocess.run([sys.executable, "-c", AGREE % mine], env=job_env, capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    used = IN_JOB + mine
+    assert got["cu"] == [QUOTA, QUOTA - used]
+    assert got["nvml"] == [QUOTA, QUOTA - used, used]
+    assert got["procs"] == sorted([[inside, IN_JOB], [got["me"], mine]])  # now it is listed
+
+
 def test_no_nvml_loaded_means_no_nvml_symbol(nvml_env: dict[str, str]) -> None:
     """The shim exports the NVML hooks, but a lookup in a process without NVML finds none,
     as without the shim (a program probing for NVML must not think it is there)."""

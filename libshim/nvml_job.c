@@ -7,13 +7,26 @@
  * like any process of it.
  */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nvml_shim.h"
 
+/* A process outside any job that has not used CUDA through the shim stays
+ * as it is: no shim init, so no driver loaded just for an NVML query. */
+static struct tgs_slot *job_slot(void)
+{
+    if (!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE)) {
+        const char *seg = getenv("TGS_SEGMENT");
+        if (!seg || !seg[0])
+            return NULL;
+    }
+    return tgs_slot();
+}
+
 int tgs_nvml_job(struct tgs_nvml_job *j)
 {
-    if (!tgs_slot())
+    if (!job_slot())
         return 0;
     const struct tgs_seg_header *h = tgs_g.hdr;
     j->has_quota = tgs_mem_view(&j->mem_quota, &j->mem_used);
@@ -36,7 +49,7 @@ static int slot_alive(int i)
 
 unsigned int tgs_nvml_job_procs(unsigned int *pids, unsigned long long *bytes, unsigned int max)
 {
-    if (!tgs_slot())
+    if (!job_slot())
         return 0;
     const struct tgs_seg_header *h = tgs_g.hdr;
     unsigned int n = 0;

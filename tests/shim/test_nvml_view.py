@@ -150,6 +150,21 @@ def test_a_process_outside_the_job_sees_the_whole_device(
         assert d0["procs"] == sorted([[inside, IN_JOB], [outside, OUTSIDE]])
 
 
+def test_nvml_outside_a_job_does_not_load_the_driver(nvml_env: dict[str, str]) -> None:
+    """The shim preloaded into an NVML-only process outside any job (a monitor, the
+    controller): NVML queries answer, and no CUDA driver is loaded for them."""
+    nvml_query(nvml_env)    # the simulator's state file exists (else the simulated NVML
+                            # itself has the simulated driver create it)
+    code = textwrap.dedent(QUERY) + textwrap.dedent("""
+        maps = open("/proc/self/maps").read()
+        print("OUT " + json.dumps([len(out["devs"]), "libcuda" in maps, "libtgs" in maps]))
+    """)
+    res = subprocess.run([sys.executable, "-c", code], env=nvml_env, capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.split("OUT ")[-1]) == [2, False, True]
+
+
 def test_without_a_quota_memory_is_unchanged_and_processes_are_the_jobs(
         tmp_path: Path, probe_bin: Path, nvml_env: dict[str, str]) -> None:
     for env in make_job(tmp_path, nvml_env, name="noquota", device_index=0):

@@ -106,7 +106,8 @@ def test_pynvml_in_an_injected_container_shows_the_job(sctl: Ctl, rootfs: Path) 
         assert wait_for(lambda: sctl.jobs()[job].get("mem_used") == 384 * MIB, timeout=15)
         r = subprocess.run(
             [*PODMAN, *dev, "--rm", "--name", query, "-v", f"{PY_HOME}:{PY_HOME}:ro",
-             "-e", "PYTHONPATH=/opt/py", "--rootfs", str(rootfs), str(Path(sys.executable).resolve()), "-c", QUERY],
+             "-e", "PYTHONPATH=/opt/py", "--rootfs", str(rootfs),
+             str(Path(sys.executable).resolve()), "-c", QUERY],
             capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout.strip().splitlines()[-1])

@@ -58,7 +58,7 @@ $(BUILD)/sim/libnvidia-ml.so: $(BUILD)/sim/libnvidia-ml.so.1
 	ln -sf libnvidia-ml.so.1 $@
 
 # The shim (LD_PRELOAD).
-$(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS)
+$(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS) sim/nvml/nvml_abi.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -shared -Wl,-soname,libtgs.so -Wl,--no-undefined \
 		-o $@ $(SHIM_SRC) -ldl -lpthread

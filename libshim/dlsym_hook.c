@@ -16,6 +16,8 @@ static void *substitute(const char *name, void *p)
 {
     if (!p || tgs_tls.in_init)
         return p;
+    if (name && name[0] == 'n' && name[1] == 'v')
+        return tgs_nvml_substitute(name, p); /* NVML view (nvml_real.c) */
     int i = tgs_hook_index(name);
     if (i < 0)
         return p;

@@ -140,6 +140,14 @@ struct tgs_peers {
     struct tgs_peer e[TGS_DEV_MAX_JOBS];
 };
 
+/* The NVML view (nvml_*.c): real NVML functions, resolved lazily from the
+ * library the program loaded (atomic pointers; the shim never loads NVML). */
+#define TGS_NVML_MAX 16
+struct tgs_nvml {
+    void *real[TGS_NVML_MAX];   /* each hooked function's real address (nvml_shim.h) */
+    void *get_uuid, *get_index, *by_uuid;
+};
+
 struct tgs_global {
     pthread_once_t once;
     int ready;                  /* init done (acquire/release) */
@@ -197,6 +205,8 @@ struct tgs_global {
      * as seen by the begin/end hooks (relaxed; nonzero sends launches to the
      * slow path, which asks the driver whether their stream captures) */
     int captures;
+
+    struct tgs_nvml nvml;       /* NVML view (nvml_real.c) */
 };
 
 struct tgs_thread {
@@ -239,6 +249,9 @@ void tgs_hooks_resolve_real(void);
         if (TGS_UNLIKELY(tgs_g.opt.debug_hits)) \
             __atomic_fetch_add(&tgs_g.hits[TGS_HOOK_##name], 1, __ATOMIC_RELAXED); \
     } while (0)
+
+/* nvml_real.c: dlsym substitution of the NVML hooks */
+void *tgs_nvml_substitute(const char *name, void *p);
 
 /* attach.c */
 void tgs_attach_slow(void);

@@ -140,6 +140,10 @@ def make_plan(job: dict[str, Any], *, sim: bool, preload_file: bool,
         sim_lib = find_sim_lib()
         libs.append(sim_lib)
         plan.mounts.append(Mount(str(sim_lib), f"{CTR_SIM_DIR}/libcuda.so.1"))
+        nvml = sim_lib.with_name("libnvidia-ml.so.1")   # NVML comes with the driver, as real
+        if nvml.exists():
+            libs.append(nvml)
+            plan.mounts.append(Mount(str(nvml), f"{CTR_SIM_DIR}/libnvidia-ml.so.1"))
         plan.mounts.append(Mount(str(sim_state_file()), CTR_SIM_STATE, readonly=False))
         plan.env.update(LD_LIBRARY_PATH=CTR_SIM_DIR, TGS_SIM_STATE=CTR_SIM_STATE)
     try:

@@ -104,6 +104,9 @@ void tgs_options_load(struct tgs_options *o)
             tgs_log(TGS_LOG_ERROR, "TGS_DRAIN_SETTLE_US=%s is not 0-1000000; using 50", st);
     }
 
+    const char *fb = getenv("TGS_FIT_BUDGET");
+    o->fit_budget = !(fb && strcmp(fb, "0") == 0);
+
     const char *dh = getenv("TGS_DEBUG_HITS");
     o->debug_hits = dh && strcmp(dh, "1") == 0;
 }

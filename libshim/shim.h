@@ -71,6 +71,7 @@ struct tgs_options {
     int debug_hits;             /* TGS_DEBUG_HITS=1: count hook calls (tests) */
     int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
+    int fit_budget;             /* TGS_FIT_BUDGET (default 1): overrun budget of FIT */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
 };
 
@@ -108,6 +109,8 @@ struct tgs_fit {
     double est;                 /* ns of GPU time per work unit; 0 = unknown */
     int provisional;            /* est is from a sample production may have slowed */
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
+    double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
+    uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 

@@ -212,7 +212,7 @@ static void *drain_main(void *arg)
         CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
         tgs_g.real.cuThreadExchangeStreamCaptureMode(&m);
     }
-    uint64_t last_round = 0, spacing = DRAIN_MIN_ROUND_NS;
+    uint64_t last_round = 0, spacing = DRAIN_MIN_ROUND_NS, last_gen = 0;
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!armed(d))
@@ -220,6 +220,9 @@ static void *drain_main(void *arg)
         if (d->stop)
             break;
         uint64_t gen = d->gen;
+        if (gen != last_gen)                /* a new busy period */
+            spacing = DRAIN_MIN_ROUND_NS;
+        last_gen = gen;
         int k = d->n;
         CUcontext ctx = d->ctx;
         for (int i = 0; i < k; i++)
@@ -234,6 +237,10 @@ static void *drain_main(void *arg)
         int r = round_wait(&t, ctx, s, k);
         if (r == 1)
             tgs_sleep_ns(DRAIN_RETRY_NS);
+        if (r < 0) {                        /* e.g. the context went: events made anew */
+            tails_drop(&t);
+            t.ctx = NULL;
+        }
         int same = r == 0 && __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
                    streams_empty(s, k);
         if (same && tgs_g.opt.drain_settle_ns) {

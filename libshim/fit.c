@@ -222,13 +222,17 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
     uint64_t start = tgs_now_ns(), now = start;
     pthread_mutex_lock(&f->mu);
+    /* TGS_FIT_BUDGET=2: past max wait, a launch still waits for the budget, up to 4 x */
+    uint64_t hard = tgs_g.opt.fit_budget == 2 ? 4 * max_ns : max_ns;
     for (;;) {
         poll_locked();
         uint64_t waited = now - start;
-        if (waited >= max_ns || judge(now, work, waited >= max_ns / 2) == GO)
+        if (waited >= hard || judge(now, work, waited >= max_ns / 2) == GO)
+            break;
+        if (waited >= max_ns && budget_locked(now) >= overrun_ns(now, work))
             break;
         pthread_mutex_unlock(&f->mu);
-        uint64_t left = max_ns - waited;
+        uint64_t left = hard - waited;
         tgs_gate_sleep(left < GATE_STEP_NS ? left : GATE_STEP_NS);
         now = tgs_now_ns();
         pthread_mutex_lock(&f->mu);

@@ -426,9 +426,12 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
         return 0;
     /* a stream not launched on yet in this busy period: the slow path adds it to the
      * drain set (drain.c) */
-    CUstream last = TGS_RELAXED_LOAD(&tgs_g.last_stream);
-    if (gate && last != stream && !tgs_drain_known(stream))
-        return 0;
+    CUstream last = stream;
+    if (gate) {
+        last = TGS_RELAXED_LOAD(&tgs_g.last_stream);
+        if (last != stream && !tgs_drain_known(stream))
+            return 0;
+    }
     TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
     TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
     if (gate) {

@@ -78,11 +78,18 @@ def resolve_gpu(mode: str) -> str:
     return "sim"
 
 
+# Shim settings a benchmark run passes on to its jobs (e.g. `TGS_DRAIN=0 python -m
+# tgs.bench.main ...`: production seen idle at its synchronize calls only, as before the GPU-side
+# drain detection; docs/segment.md "Gating").
+SHIM_KNOBS = ("TGS_DRAIN", "TGS_DRAIN_SETTLE_US", "TGS_FIT_BUDGET")
+
+
 def job_env(gpu: str, sim_state: Path | None) -> dict[str, str]:
-    """The environment of a benchmark's processes: ours less any TGS or preload setting;
-    on the simulator a private state file and build/sim first on the library path."""
+    """The environment of a benchmark's processes: ours less any TGS or preload setting
+    (except SHIM_KNOBS); on the simulator a private state file and build/sim first on the
+    library path."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TGS_", "LD_PRELOAD"))}
+           if not k.startswith(("TGS_", "LD_PRELOAD")) or k in SHIM_KNOBS}
     if gpu == "sim":
         if sim_state is None:
             raise ValueError("the simulator needs a state file path")

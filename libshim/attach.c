@@ -189,6 +189,7 @@ void tgs_atfork_child(void)
     tgs_g.launched_work = tgs_g.retired_work = 0;
     tgs_g.ev_head = tgs_g.ev_tail = 0;
     tgs_fit_reset();
+    tgs_drain_reset();
     tgs_ptrmap_reset(&tgs_g.ptrs);
     tgs_tls.lane = NULL;
     __atomic_store_n(&tgs_g.attach_state, TGS_ATTACH_NONE, __ATOMIC_RELEASE);

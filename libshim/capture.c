@@ -13,6 +13,10 @@
  * answer: a stream that was never passed to a begin can join a capture
  * through cuStreamWaitEvent on an event recorded in a capturing stream.
  *
+ * The drain helper (drain.c) records no tail while any capture is in progress,
+ * and a begin waits for a record round in progress (tgs_drain_rec_lock), so no
+ * stream can start capturing between its check and its record.
+ *
  * The shim's own events (the in-flight cap's, FIT's timing pair) are never
  * recorded into a capturing stream, and while any capture is in progress the
  * shim records and queries them in the RELAXED capture mode: in the default
@@ -84,8 +88,10 @@ static void ended(void)
     TGS_EXPORT CUresult name params \
     { \
         CAPTURE_PROLOGUE(name); \
+        tgs_drain_rec_lock(); \
         CUresult r = tgs_g.real.name args; \
         began(r); \
+        tgs_drain_rec_unlock(); \
         return r; \
     }
 

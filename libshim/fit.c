@@ -28,7 +28,13 @@
  *     ring, and nothing of ours is queued: one kernel at a time);
  *   - second half: a launch that never fits goes at the start of a gap (a
  *     fresh one, or one that outlasted the history), where it delays
- *     production least;
+ *     production least, and at the start of a fresh gap only while the
+ *     overrun budget covers its predicted overrun (the time it will still run
+ *     after production is predicted back): the budget grows by OVERRUN_FRAC
+ *     of wall time (production's allowance, the policy's 3 % target), up to
+ *     OVERRUN_CAP_NS (a full budget lets any one launch go), and every launch
+ *     that does not fit (this rule, the starvation bound) spends its
+ *     predicted overrun (TGS_FIT_BUDGET=0: no budget);
  *   - at gate_max_wait_us it goes anyway (starvation bound).
  * With several opportunistic jobs the controller gives each process a gap
  * mask (slot.gap_mask): in the first half it only opens gaps it owns, or
@@ -44,6 +50,40 @@
 #define FRESH_NS (2 * GATE_STEP_NS)  /* a gap younger than this is "at its start" */
 #define SAMPLE_EVERY 8
 #define EST_DOWN 0.125               /* weight of a lower clean sample */
+#define OVERRUN_FRAC 0.03            /* ns of delay to production allowed per ns */
+#define OVERRUN_CAP_NS 20000000.0    /* the most the budget saves up */
+
+/* The budget, accrued up to now; caller holds mu. */
+static double budget_locked(uint64_t now)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (!f->overrun_t)
+        f->overrun_budget = OVERRUN_CAP_NS;
+    else if (now > f->overrun_t)
+        f->overrun_budget += (double)(now - f->overrun_t) * OVERRUN_FRAC;
+    if (f->overrun_budget > OVERRUN_CAP_NS)
+        f->overrun_budget = OVERRUN_CAP_NS;
+    f->overrun_t = now;
+    return f->overrun_budget;
+}
+
+/* How long a launch going now would still run after production is predicted back (all of
+ * it while production is busy; 0 without an estimate or a gap history); caller holds mu. */
+static double overrun_ns(uint64_t now, uint64_t work)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (f->est == 0.0)
+        return 0.0;
+    double run = f->est * (double)work;
+    if (tgs_prod_busy())
+        return run;
+    uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
+    if (!gap_end || (now > idle && now - idle > 2 * tgs_prod_gap_max()))
+        return 0.0;                 /* no history, or a gap that outlasted it: a pause */
+    uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
+    double over = (double)base + run - (double)gap_end;
+    return over > 0.0 ? (over < run ? over : run) : 0.0;
+}
 
 /* What the last sample measured, if it is complete; caller holds mu. */
 static void poll_locked(void)
@@ -128,8 +168,16 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
         return GO;                                   /* no history: plain WAIT */
     uint64_t age = now > idle ? now - idle : 0;
     int outlasted = age > 2 * tgs_prod_gap_max();
-    if (second)
-        return age <= FRESH_NS || outlasted ? GO : WAIT_MORE;
+    if (second) {
+        if (outlasted)
+            return GO;
+        if (age > FRESH_NS)
+            return WAIT_MORE;
+        if (!tgs_g.opt.fit_budget)
+            return GO;
+        double b = budget_locked(now);  /* a full budget lets any one launch go */
+        return b >= overrun_ns(now, work) || b >= OVERRUN_CAP_NS ? GO : WAIT_MORE;
+    }
     if (!gap_mine(age))
         return WAIT_MORE;
     if (f->est == 0.0)                               /* first sample still running */
@@ -174,16 +222,24 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
     uint64_t start = tgs_now_ns(), now = start;
     pthread_mutex_lock(&f->mu);
+    /* TGS_FIT_BUDGET=2: past max wait, a launch still waits for the budget, up to 4 x */
+    uint64_t hard = tgs_g.opt.fit_budget == 2 ? 4 * max_ns : max_ns;
     for (;;) {
         poll_locked();
         uint64_t waited = now - start;
-        if (waited >= max_ns || judge(now, work, waited >= max_ns / 2) == GO)
+        if (waited >= hard || judge(now, work, waited >= max_ns / 2) == GO)
+            break;
+        if (waited >= max_ns && budget_locked(now) >= overrun_ns(now, work))
             break;
         pthread_mutex_unlock(&f->mu);
-        uint64_t left = max_ns - waited;
+        uint64_t left = hard - waited;
         tgs_gate_sleep(left < GATE_STEP_NS ? left : GATE_STEP_NS);
         now = tgs_now_ns();
         pthread_mutex_lock(&f->mu);
+    }
+    if (tgs_g.opt.fit_budget) {          /* what this launch will cost production, if anything */
+        budget_locked(now);
+        f->overrun_budget -= overrun_ns(now, work);
     }
     if (tgs_g.pub && !tgs_prod_busy())   /* launching into a gap: claim it, in our own pub */
         __atomic_store_n(&tgs_g.pub->gap_claim, tgs_prod_seq() + 1, __ATOMIC_RELEASE);
@@ -229,6 +285,7 @@ void tgs_fit_reset(void)
     pthread_mutex_init(&f->mu, NULL);
     f->used = f->off = f->pending = f->provisional = 0;
     f->ev_start = f->ev_end = NULL;
-    f->launches = f->q_until_ns = 0;
+    f->launches = f->q_until_ns = f->overrun_t = 0;
+    f->overrun_budget = 0.0;
     f->est = 0.0;
 }

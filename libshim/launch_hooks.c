@@ -35,7 +35,7 @@ int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream)
     /* last, so that the fit is judged at the moment the kernel goes */
     int sampled = fit ? tgs_fit_gate(tgs_g.ctl, work, stream) : 0;
     if (gate & TGS_GATE_PUBLISH)
-        tgs_gate_publish_busy(s);
+        tgs_gate_publish_busy(s, stream);
     if (!tgs_tls.shared) {
         TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
         TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
@@ -68,6 +68,10 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
  * capturing stream (ptsz: the hook is a per-thread-stream variant) goes
  * straight to the driver, uncharged: it only adds a node to a graph.
  */
+/* A ptsz hook's NULL stream is the calling thread's per-thread stream: tracked (and
+ * recorded into by the launching thread) as CU_STREAM_PER_THREAD. */
+#define STREAM_KEY(s, ptsz) ((ptsz) && !(s) ? TGS_CU_STREAM_PER_THREAD : (s))
+
 #define LAUNCH_HOOK(name, params, args, work, kernels, stream, ptsz) \
     static __attribute__((noinline)) CUresult slow_##name params \
     { \
@@ -78,15 +82,15 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
         if (TGS_UNLIKELY(tgs_capture_any()) && tgs_capturing((stream), (ptsz))) \
             return fn_ args; \
         uint64_t w_ = (work), k_ = (kernels); \
-        int smp_ = tgs_launch_slow_before(w_, k_, (stream)); \
+        int smp_ = tgs_launch_slow_before(w_, k_, STREAM_KEY((stream), (ptsz))); \
         CUresult r_ = fn_ args; \
-        tgs_after_launch(r_, w_, (stream), smp_); \
+        tgs_after_launch(r_, w_, STREAM_KEY((stream), (ptsz)), smp_); \
         return r_; \
     } \
     TGS_EXPORT CUresult name params \
     { \
         tgs_pfn_##name fn_ = tgs_g.real.name; \
-        if (TGS_LIKELY(fn_ && tgs_launch_fast((work), (kernels), (stream)))) \
+        if (TGS_LIKELY(fn_ && tgs_launch_fast((work), (kernels), STREAM_KEY((stream), (ptsz))))) \
             return fn_ args; \
         return slow_##name args; \
     }

@@ -91,6 +91,22 @@ void tgs_options_load(struct tgs_options *o)
                     ml);
     }
 
+    const char *dr = getenv("TGS_DRAIN");
+    o->drain = !(dr && strcmp(dr, "0") == 0);
+    o->drain_settle_ns = 50000;
+    const char *st = getenv("TGS_DRAIN_SETTLE_US");
+    if (st && *st) {
+        char *end = NULL;
+        unsigned long long us = strtoull(st, &end, 10);
+        if (end && !*end && us <= 1000000)
+            o->drain_settle_ns = us * 1000ull;
+        else
+            tgs_log(TGS_LOG_ERROR, "TGS_DRAIN_SETTLE_US=%s is not 0-1000000; using 50", st);
+    }
+
+    const char *fb = getenv("TGS_FIT_BUDGET");
+    o->fit_budget = fb && strcmp(fb, "0") == 0 ? 0 : fb && strcmp(fb, "2") == 0 ? 2 : 1;
+
     const char *dh = getenv("TGS_DEBUG_HITS");
     o->debug_hits = dh && strcmp(dh, "1") == 0;
 }

@@ -69,6 +69,9 @@ struct tgs_options {
     uint64_t mem_limit;         /* TGS_MEM_LIMIT, TGS_QUOTA_UNLIMITED = none */
     int log_level;              /* TGS_LOG_LEVEL */
     int debug_hits;             /* TGS_DEBUG_HITS=1: count hook calls (tests) */
+    int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
+    uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
+    int fit_budget;             /* TGS_FIT_BUDGET (default 1): overrun budget of FIT */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
 };
 
@@ -106,8 +109,31 @@ struct tgs_fit {
     double est;                 /* ns of GPU time per work unit; 0 = unknown */
     int provisional;            /* est is from a sample production may have slowed */
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
+    double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
+    uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
+
+/* GPU-side drain detection of a production process (drain.c): the streams
+ * launched on since it last went busy, and a helper thread that waits on a
+ * "tail" event recorded after their latest work, then publishes the process
+ * idle as a synchronize would.  streams/n/any are read by the launch fast
+ * path (relaxed); everything else is under mu. */
+#define TGS_DRAIN_STREAMS 8
+struct tgs_drain {
+    pthread_mutex_t mu;
+    pthread_mutex_t rec_mu;     /* the helper's records vs a capture's begin (capture.c) */
+    pthread_cond_t cv;
+    CUstream streams[TGS_DRAIN_STREAMS];
+    int n;                      /* streams[0..n) launched on in this busy period */
+    int any;                    /* untrackable (overflow, a per-thread stream, an error):
+                                 * every stream is "known", no drain detection until idle */
+    uint64_t gen;               /* bumped at each idle->busy transition */
+    CUcontext ctx;              /* current at that transition */
+    int pid;                    /* the helper runs in this process (0: none) */
+    int stop, stopped;
+    uint64_t idles;             /* busy->idle transitions published by the helper */
+};
 
 /* Other jobs' publish pages and the device segment, mapped read-only into a
  * fixed region of TGS_PEER_PAGES pages (peers.c): page k < TGS_DEV_MAX_JOBS
@@ -200,6 +226,7 @@ struct tgs_global {
     CUevent last_event;
     uint64_t last_event_seq;
     struct tgs_fit fit;
+    struct tgs_drain drain;
 
     /* stream capture (capture.c): capture sequences begun and not yet ended,
      * as seen by the begin/end hooks (relaxed; nonzero sends launches to the
@@ -334,7 +361,10 @@ void tgs_guard_recheck(void);
 /* sync_hooks.c */
 int tgs_gate_on(void);              /* the device segment is usable (warns once if not) */
 void tgs_gate_wait(const struct tgs_ctl_header *h);
-void tgs_gate_publish_busy(struct tgs_slot *s);
+void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream);
+/* The drain helper saw everything up to launch seq0 complete: idle as a synchronize would
+ * (unless a launch raced it); 1 when it published idle. */
+int tgs_gate_idle_drained(uint64_t seq0);
 void tgs_gate_idle(void);
 void tgs_gate_sleep(uint64_t ns);   /* wakes when production idles */
 void tgs_pub_drop_busy(void);       /* a dead slot's busy count goes back (attach.c) */
@@ -345,6 +375,23 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
 void tgs_fit_after(int sampled, CUresult r, CUstream stream);
 void tgs_fit_synced(int all);   /* after a successful synchronize (all: of everything) */
 void tgs_fit_reset(void);       /* in a forked child */
+
+/* drain.c */
+void tgs_drain_note(CUstream stream, int fresh); /* slow path of a PUBLISH launch */
+void tgs_drain_reset(void);     /* in a forked child: no helper thread there */
+void tgs_drain_stop(void);      /* at exit: bounded wait for the helper */
+void tgs_drain_rec_lock(void);  /* around a capture's begin: no tail record meanwhile */
+void tgs_drain_rec_unlock(void);
+static inline __attribute__((always_inline)) int tgs_drain_known(CUstream stream)
+{
+    if (TGS_RELAXED_LOAD(&tgs_g.drain.any))
+        return 1;
+    int n = TGS_RELAXED_LOAD(&tgs_g.drain.n);
+    for (int i = 0; i < n && i < TGS_DRAIN_STREAMS; i++)
+        if (TGS_RELAXED_LOAD(&tgs_g.drain.streams[i]) == stream)
+            return 1;
+    return 0;
+}
 
 /* capture.c: nothing of a capture is charged, and the shim's own events stay
  * out of captures and never invalidate one. */
@@ -391,11 +438,19 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
                      (gate && (gate != TGS_GATE_PUBLISH ||
                                !TGS_RELAXED_LOAD(&tgs_g.dev_active)))))
         return 0;
+    /* a stream not launched on yet in this busy period: the slow path adds it to the
+     * drain set (drain.c) */
+    CUstream last = stream;
+    if (gate) {
+        last = TGS_RELAXED_LOAD(&tgs_g.last_stream);
+        if (last != stream && !tgs_drain_known(stream))
+            return 0;
+    }
     TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
     TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
     if (gate) {
         TGS_RELAXED_STORE(&tgs_g.launch_seq, TGS_RELAXED_LOAD(&tgs_g.launch_seq) + 1);
-        if (TGS_RELAXED_LOAD(&tgs_g.last_stream) != stream)
+        if (last != stream)
             TGS_RELAXED_STORE(&tgs_g.last_stream, stream);
     }
     return 1;

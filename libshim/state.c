@@ -15,6 +15,8 @@ struct tgs_global tgs_g = {
     .graphs = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .fit = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .peers = { .mu = PTHREAD_MUTEX_INITIALIZER },
+    .drain = { .mu = PTHREAD_MUTEX_INITIALIZER, .rec_mu = PTHREAD_MUTEX_INITIALIZER,
+               .cv = PTHREAD_COND_INITIALIZER },
     .fd = -1,
     .slot_idx = -1,
 };
@@ -61,5 +63,6 @@ void tgs_init_slow(void)
  * process of the job that attaches, through the slot's OFD lock). */
 __attribute__((destructor)) static void tgs_fini(void)
 {
+    tgs_drain_stop();
     tgs_detach();
 }

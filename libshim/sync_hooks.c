@@ -106,10 +106,12 @@ void tgs_gate_wait(const struct tgs_ctl_header *h)
         TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, now);
 }
 
-void tgs_gate_publish_busy(struct tgs_slot *s)
+void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream)
 {
-    if (TGS_RELAXED_LOAD(&tgs_g.dev_active))
+    if (TGS_RELAXED_LOAD(&tgs_g.dev_active)) {
+        tgs_drain_note(stream, 0);
         return;
+    }
     struct tgs_pub *d = tgs_g.pub;
     if (!d) {
         if (!__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
@@ -122,6 +124,9 @@ void tgs_gate_publish_busy(struct tgs_slot *s)
         TGS_RELAXED_STORE(&s->dev_active, 1);
         if (__atomic_fetch_add(&d->busy, 1, __ATOMIC_ACQ_REL) == 0)
             gap_note(d);
+        tgs_drain_note(stream, 1);
+    } else {
+        tgs_drain_note(stream, 0);
     }
 }
 
@@ -160,6 +165,27 @@ void tgs_gate_idle(void)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
     if (tgs_g.pub)
         drop_busy(tgs_g.pub);
+}
+
+/* The drain helper (drain.c) saw the tails of every stream launched on complete, and no
+ * launch since launch_seq was seq0.  A launch that raced the check either went on the fast
+ * path before dev_active fell (launch_seq moved: stay busy, keeping our count) or took the
+ * slow path after it and counted itself again (then ours goes). */
+int tgs_gate_idle_drained(uint64_t seq0)
+{
+    if (!__atomic_exchange_n(&tgs_g.dev_active, 0, __ATOMIC_ACQ_REL))
+        return 0;
+    if (__atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) != seq0) {
+        int expect = 0;
+        if (__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return 0;
+    } else if (tgs_g.slot) {
+        TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
+    }
+    if (tgs_g.pub)
+        drop_busy(tgs_g.pub);
+    return 1;
 }
 
 /* After a successful synchronize: nothing of ours is queued any more. */
@@ -206,9 +232,11 @@ static void stream_done(CUstream s)
 DONE_HOOK(cuCtxSynchronize, (void), (), all_done())
 DONE_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), all_done())
 DONE_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream), stream_done(hStream))
-DONE_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream), stream_done(hStream))
+DONE_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream),
+          stream_done(hStream ? hStream : TGS_CU_STREAM_PER_THREAD))
 DONE_HOOK(cuStreamQuery, (CUstream hStream), (hStream), stream_done(hStream))
-DONE_HOOK(cuStreamQuery_ptsz, (CUstream hStream), (hStream), stream_done(hStream))
+DONE_HOOK(cuStreamQuery_ptsz, (CUstream hStream), (hStream),
+          stream_done(hStream ? hStream : TGS_CU_STREAM_PER_THREAD))
 
 /* An event covers our last launch if it was recorded after it. */
 static void event_done(CUevent e)

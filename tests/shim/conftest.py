@@ -51,6 +51,11 @@ def capture_bin() -> Path:
     return _build("capture")
 
 
+@pytest.fixture(scope="session")
+def drain_bin() -> Path:
+    return _build("drain")
+
+
 @pytest.fixture
 def shim_env(sim_env: dict[str, str], shim_lib: Path) -> dict[str, str]:
     env = dict(sim_env)

@@ -292,3 +292,43 @@ def test_a_production_job_that_stopped_does_not_pin_the_gap_in_the_past(
         p.close()
         op.close()
         other.close()
+
+
+@pytest.mark.parametrize("budget", ["1", "0"])
+def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp,
+                                                     budget: str) -> None:
+    """60 ms kernels never fit production's 19 ms gaps.  The first goes at the start of a gap in
+    the second half of the wait (a full budget lets one launch go; it spends its 41 ms overrun,
+    leaving the budget below zero); the next would overrun production by 41 ms too: with the
+    budget (regaining 3 % of wall time) it waits for the starvation bound (400 ms), without
+    (TGS_FIT_BUDGET=0) it goes at the next fresh gap of the second half (~200 ms)."""
+    env, seg, dev, _ = opp
+    seg.set_gate(GATE_FIT, 400_000)
+    p = Probe(probe_bin, dict(env, TGS_FIT_BUDGET=budget), "init", "launch:1:60000:1000",
+              "ready", "timed:1:60000:1000", "timed:1:60000:1000", "sync")
+    stop = threading.Event()
+
+    def gaps() -> None:                               # fresh 2 ms gaps, every 5 ms
+        while not stop.is_set():
+            go_busy(dev)
+            time.sleep(0.003)
+            go_idle(dev)
+            time.sleep(0.002)
+
+    t = threading.Thread(target=gaps)
+    try:
+        assert [p.line(), p.line().split()[-1], p.line()] == ["init 0", "0", "ready"]
+        set_history(dev, 20_000_000, 19_000_000)
+        t.start()
+        p.go()
+        first, second = p.timed_ns(), p.timed_ns()
+        assert 0.15e9 <= first < 0.39e9, first        # second half, not the bound
+        if budget == "1":
+            assert second >= 0.36e9, second           # held to the starvation bound
+        else:
+            assert 0.15e9 <= second < 0.33e9, second
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        p.close()

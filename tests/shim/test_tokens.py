@@ -206,8 +206,11 @@ def test_waiting_opportunistic_launch_sleeps_on_the_futex(probe_bin: Path, tmp_p
     dev = device.create_device(tmp_path, 0)
     list_jobs(dev, pseg, oseg)
     pub = own_pub(pseg)
+    # TGS_DRAIN=0: production stays busy until its synchronize (the path under test), not
+    # only until its 1 ms kernel drains
     prod = subprocess.Popen([str(probe_bin), "init", "kick:1:1000:1000", "ready", "sync"],
-                            env=dict(shim_env, TGS_SEGMENT=str(pseg.path)), text=True,
+                            env=dict(shim_env, TGS_SEGMENT=str(pseg.path), TGS_DRAIN="0"),
+                            text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     opp = None
     try:

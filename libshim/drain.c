@@ -1,0 +1,316 @@
+/*
+ * libshim/drain.c: a production process is idle when its queued work has
+ * drained on the GPU, not only when it synchronizes.
+ *
+ * A run-ahead job (launch K iterations ahead, wait on an older event,
+ * synchronize every N) never synchronizes its last launch while it runs, so
+ * the synchronize hooks alone count it busy although the GPU idles.  While
+ * the process is counted busy, a helper thread of the shim records one
+ * "tail" event (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC: waiting
+ * never spins) on every stream launched on since it went busy, waits for
+ * them (cuEventSynchronize), and if no launch happened since it read
+ * launch_seq, the streams still query complete and stay so for
+ * drain_settle_ns, publishes the busy->idle transition exactly as a
+ * synchronize would (sync_hooks.c: gap start, futex wake).  Otherwise it
+ * records new tails and waits again.
+ *
+ * The launch fast path makes no driver call: it bumps launch_seq, and a
+ * launch on a stream outside the set takes the slow path, which adds it
+ * (tgs_drain_note).  The helper calls the real driver functions only (its
+ * records are not the application's), never records into a capturing stream,
+ * and runs in the RELAXED capture mode so its calls never invalidate a
+ * capture.  Untrackable work (more than TGS_DRAIN_STREAMS streams, a
+ * per-thread default stream, a record error) turns detection off until the
+ * next idle: the synchronize hooks still apply.
+ *
+ * Residual race: a launch whose fast path read dev_active before the helper's
+ * final check but reaches the driver after it runs while the process is
+ * counted idle; its next launch counts the process busy again.
+ *
+ * Fork: the child has no helper thread; it is created again lazily.  Exit:
+ * tgs_drain_stop asks the helper to stop and waits a bounded time.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+#define DRAIN_RETRY_NS 1000000ull   /* a stream captures: look again after this */
+/* Between two record rounds: 20 us, doubling up to 200 us while rounds keep finding new
+ * launches (a host-bound launcher: the helper must not contend with it for the driver);
+ * back to 20 us after an idle. */
+#define DRAIN_MIN_ROUND_NS 20000ull
+#define DRAIN_MAX_ROUND_NS 200000ull
+#define DRAIN_STOP_WAIT_NS 200000000ull
+
+/* The per-thread default stream cannot be named from another thread. */
+static int untrackable(CUstream s)
+{
+    return s == TGS_CU_STREAM_PER_THREAD;
+}
+
+static int member(CUstream s)
+{
+    for (int i = 0; i < tgs_g.drain.n; i++)
+        if (tgs_g.drain.streams[i] == s)
+            return 1;
+    return 0;
+}
+
+static void *drain_main(void *arg);
+
+/* Caller holds mu. */
+static void ensure_thread(void)
+{
+    struct tgs_drain *d = &tgs_g.drain;
+    int pid = (int)getpid();
+    if (d->pid == pid)
+        return;
+    pthread_attr_t a;
+    pthread_t t;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);   /* the application's signals are not ours */
+    d->stop = d->stopped = 0;
+    int r = pthread_create(&t, &a, drain_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (r != 0) {
+        tgs_log(TGS_LOG_WARN, "drain helper thread: %d; production is seen idle at its "
+                              "synchronize calls only", r);
+        d->pid = pid;   /* do not retry at every transition */
+        d->stopped = 1;
+        TGS_RELAXED_STORE(&d->any, 1);
+        return;
+    }
+    pthread_setname_np(t, "tgs-drain");
+    d->pid = pid;
+}
+
+/* The driver has what the helper needs (checked once: a driver without events never gets a
+ * helper thread, and its transitions pay nothing for it). */
+static int usable(void)
+{
+    return tgs_g.opt.drain && tgs_g.real.cuEventCreate && tgs_g.real.cuEventRecord &&
+           tgs_g.real.cuEventSynchronize && tgs_g.real.cuStreamQuery &&
+           tgs_g.real.cuCtxGetCurrent && tgs_g.real.cuCtxSetCurrent;
+}
+
+void tgs_drain_note(CUstream stream, int fresh)
+{
+    struct tgs_drain *d = &tgs_g.drain;
+    if (fresh && !usable()) {
+        TGS_RELAXED_STORE(&d->any, 1);
+        return;
+    }
+    if (!fresh && tgs_drain_known(stream))
+        return;
+    pthread_mutex_lock(&d->mu);
+    if (fresh) {
+        TGS_RELAXED_STORE(&d->n, 0);
+        TGS_RELAXED_STORE(&d->any, 0);
+        d->gen++;
+        d->ctx = NULL;
+        tgs_g.real.cuCtxGetCurrent(&d->ctx);
+        ensure_thread();
+        if (d->stopped)
+            TGS_RELAXED_STORE(&d->any, 1);
+    }
+    if (!d->any && !member(stream)) {
+        if (untrackable(stream) || d->n == TGS_DRAIN_STREAMS) {
+            TGS_RELAXED_STORE(&d->any, 1);
+        } else {
+            TGS_RELAXED_STORE(&d->streams[d->n], stream);
+            __atomic_store_n(&d->n, d->n + 1, __ATOMIC_RELEASE);
+        }
+    }
+    /* before the launch: a helper round that snapshot the set without this stream sees
+     * launch_seq move */
+    __atomic_add_fetch(&tgs_g.launch_seq, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* The helper's events, one per stream slot, created in the context they were for. */
+struct tails {
+    CUcontext ctx;
+    CUevent ev[TGS_DRAIN_STREAMS];
+};
+
+static void tails_drop(struct tails *t)
+{
+    for (int i = 0; i < TGS_DRAIN_STREAMS; i++) {
+        if (t->ev[i] && tgs_g.real.cuEventDestroy_v2)
+            tgs_g.real.cuEventDestroy_v2(t->ev[i]);
+        t->ev[i] = NULL;
+    }
+}
+
+/* One round: record a tail on each stream and wait for them all.  0: drained, 1: a stream
+ * captures (try later), -1: the driver refused (give up until the next idle). */
+static int round_wait(struct tails *t, CUcontext ctx, const CUstream *s, int k)
+{
+    if (ctx != t->ctx) {
+        tails_drop(t);
+        t->ctx = ctx;
+    }
+    if (ctx && tgs_g.real.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return -1;
+    for (int i = 0; i < k; i++) {
+        if (!t->ev[i] && tgs_g.real.cuEventCreate(&t->ev[i], CU_EVENT_DISABLE_TIMING |
+                                                                CU_EVENT_BLOCKING_SYNC) !=
+                             CUDA_SUCCESS) {
+            t->ev[i] = NULL;
+            return -1;
+        }
+    }
+    /* While any capture is in progress a stream may join one (cuStreamWaitEvent) at any
+     * time: no record then.  A begin waits for this round's records (capture.c). */
+    pthread_mutex_lock(&tgs_g.drain.rec_mu);
+    int r = tgs_capture_any() ? 1 : 0;
+    for (int i = 0; i < k && !r; i++)
+        if (tgs_g.real.cuEventRecord(t->ev[i], s[i]) != CUDA_SUCCESS)
+            r = -1;
+    pthread_mutex_unlock(&tgs_g.drain.rec_mu);
+    if (r)
+        return r;
+    for (int i = 0; i < k; i++)
+        if (tgs_g.real.cuEventSynchronize(t->ev[i]) != CUDA_SUCCESS)
+            return -1;
+    return 0;
+}
+
+/* Every stream is empty now (work queued after the tails included). */
+static int streams_empty(const CUstream *s, int k)
+{
+    for (int i = 0; i < k; i++) {
+        if (tgs_capturing(s[i], 0))
+            return 0;
+        if (tgs_g.real.cuStreamQuery(s[i]) != CUDA_SUCCESS)
+            return 0;
+    }
+    return 1;
+}
+
+static int armed(const struct tgs_drain *d)
+{
+    return d->stop || (__atomic_load_n(&tgs_g.dev_active, __ATOMIC_ACQUIRE) && !d->any &&
+                       d->n > 0);
+}
+
+static void *drain_main(void *arg)
+{
+    (void)arg;
+    struct tgs_drain *d = &tgs_g.drain;
+    struct tails t = { 0 };
+    CUstream s[TGS_DRAIN_STREAMS];
+    if (tgs_g.real.cuThreadExchangeStreamCaptureMode) {
+        CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+        tgs_g.real.cuThreadExchangeStreamCaptureMode(&m);
+    }
+    uint64_t last_round = 0, spacing = DRAIN_MIN_ROUND_NS, last_gen = 0;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!armed(d))
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->stop)
+            break;
+        uint64_t gen = d->gen;
+        if (gen != last_gen)                /* a new busy period */
+            spacing = DRAIN_MIN_ROUND_NS;
+        last_gen = gen;
+        int k = d->n;
+        CUcontext ctx = d->ctx;
+        for (int i = 0; i < k; i++)
+            s[i] = d->streams[i];
+        uint64_t seq0 = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE);
+        pthread_mutex_unlock(&d->mu);
+
+        uint64_t now = tgs_now_ns();
+        if (now - last_round < spacing)
+            tgs_sleep_ns(spacing - (now - last_round));
+        last_round = tgs_now_ns();
+        int r = round_wait(&t, ctx, s, k);
+        if (r == 1)
+            tgs_sleep_ns(DRAIN_RETRY_NS);
+        if (r < 0) {                        /* e.g. the context went: events made anew */
+            tails_drop(&t);
+            t.ctx = NULL;
+        }
+        int same = r == 0 && __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
+                   streams_empty(s, k);
+        if (same && tgs_g.opt.drain_settle_ns) {
+            /* a gap shorter than this is the host between two launches: not published */
+            tgs_sleep_ns(tgs_g.opt.drain_settle_ns);
+            same = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
+                   streams_empty(s, k);
+        }
+
+        pthread_mutex_lock(&d->mu);
+        if (d->stop)
+            break;
+        if (r < 0 && gen == d->gen) {
+            tgs_log(TGS_LOG_DEBUG, "drain: the driver refused a tail event; until the next "
+                                   "idle, production is seen idle at its synchronize calls");
+            TGS_RELAXED_STORE(&d->any, 1);
+        }
+        if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0)) {
+            d->idles++;
+            spacing = DRAIN_MIN_ROUND_NS;
+        } else if (r == 0 && spacing < DRAIN_MAX_ROUND_NS) {
+            spacing *= 2;
+        }
+    }
+    d->stopped = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    tails_drop(&t);
+    return NULL;
+}
+
+void tgs_drain_rec_lock(void)
+{
+    pthread_mutex_lock(&tgs_g.drain.rec_mu);
+}
+
+void tgs_drain_rec_unlock(void)
+{
+    pthread_mutex_unlock(&tgs_g.drain.rec_mu);
+}
+
+void tgs_drain_reset(void)
+{
+    struct tgs_drain *d = &tgs_g.drain;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->rec_mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    d->n = 0;
+    d->any = 0;
+    d->pid = 0;
+    d->stop = d->stopped = 0;
+    d->ctx = NULL;
+    d->idles = 0;
+}
+
+void tgs_drain_stop(void)
+{
+    struct tgs_drain *d = &tgs_g.drain;
+    pthread_mutex_lock(&d->mu);
+    if (d->pid == (int)getpid() && !d->stopped) {
+        d->stop = 1;
+        pthread_cond_broadcast(&d->cv);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + DRAIN_STOP_WAIT_NS;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        while (!d->stopped)
+            if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT)
+                break;   /* it waits on the GPU: exit goes on without it */
+    }
+    pthread_mutex_unlock(&d->mu);
+}

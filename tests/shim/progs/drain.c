@@ -1,0 +1,116 @@
+/*
+ * drain.c: a production client for the drain-detection tests.  Runs its
+ * arguments as commands, in order, printing one line per result:
+ *   init              cuInit, primary context, kernel "k" (1 ns per thread on the simulator),
+ *                     streams s[1..9] (s[0] is the NULL stream): "init <rc>"
+ *   kick:N:G:B:S      N launches on stream S (grid G, block B), no synchronize: "kick <rc>"
+ *   mark:S            record this probe's "old" event on stream S: "mark <rc>"
+ *   waitold           cuEventSynchronize of the old event (run-ahead: an older iteration,
+ *                     never the last launch): "waitold <rc>"
+ *   ready             prints "ready", waits for a line on stdin
+ *   fork:CMD          fork; the child runs CMD (one of these commands, or "none") and exits
+ *                     through exit(); the parent waits for it: "fork <child exit status>"
+ *   sync              cuCtxSynchronize: "sync <rc>"
+ *   quit              exit(0) at once, whatever is queued
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tgs/cuda_abi.h"
+
+#define NSTREAMS 10
+
+static CUfunction fn;
+static CUstream st[NSTREAMS];
+static CUevent old;
+
+static int init(void)
+{
+    CUdevice d;
+    CUcontext c;
+    CUmodule m;
+    int r = cuInit(0);
+    if (!r) r = cuDeviceGet(&d, 0);
+    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
+    if (!r) r = cuCtxSetCurrent(c);
+    if (!r) r = cuModuleLoadData(&m, "// tgs-sim: cost k 1\n.entry k {}\n");
+    if (!r) r = cuModuleGetFunction(&fn, m, "k");
+    for (int i = 1; i < NSTREAMS && !r; i++)
+        r = cuStreamCreate(&st[i], 0);
+    if (!r) r = cuEventCreate(&old, CU_EVENT_DISABLE_TIMING);
+    return r;
+}
+
+static unsigned long long arg(const char *s, int i)
+{
+    const char *p = s;
+    for (int k = 0; k < i && p; k++) {
+        p = strchr(p, ':');
+        if (p) p++;
+    }
+    return p ? strtoull(p, NULL, 10) : 0;
+}
+
+static CUstream stream(unsigned long long i)
+{
+    return i < NSTREAMS ? st[i] : NULL;
+}
+
+static int cmd(const char *c)
+{
+    int r = 0;
+    if (!strcmp(c, "init")) {
+        r = init();
+        printf("init %d\n", r);
+    } else if (!strncmp(c, "kick:", 5)) {
+        CUstream s = stream(arg(c, 4));
+        for (unsigned long long i = 0; i < arg(c, 1) && !r; i++)
+            r = cuLaunchKernel(fn, (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1, 0, s,
+                               NULL, NULL);
+        printf("kick %d\n", r);
+    } else if (!strncmp(c, "mark:", 5)) {
+        printf("mark %d\n", cuEventRecord(old, stream(arg(c, 1))));
+    } else if (!strcmp(c, "waitold")) {
+        printf("waitold %d\n", cuEventSynchronize(old));
+    } else if (!strcmp(c, "ready")) {
+        char line[16];
+        printf("ready\n");
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin)) { /* parent closed stdin: go on */ }
+    } else if (!strncmp(c, "fork:", 5)) {
+        fflush(stdout);
+        pid_t p = fork();
+        if (p == 0) {
+            if (strcmp(c + 5, "none"))
+                cmd(c + 5);
+            fflush(stdout);
+            exit(0);
+        }
+        int status = -1;
+        if (p > 0)
+            waitpid(p, &status, 0);
+        printf("fork %d\n", status);
+    } else if (!strcmp(c, "sync")) {
+        printf("sync %d\n", cuCtxSynchronize());
+    } else if (!strcmp(c, "quit")) {
+        fflush(stdout);
+        exit(0);
+    } else {
+        printf("unknown %s\n", c);
+        return 2;
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i < argc; i++)
+        if (cmd(argv[i]) == 2)
+            return 2;
+    return 0;
+}

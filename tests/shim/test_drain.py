@@ -1,0 +1,221 @@
+"""GPU-side drain detection (libshim/drain.c): a production process is published idle when its
+queued work has drained, not only at its synchronize calls.
+
+The production probe runs on the simulator (1 ns per thread: grid 1000 x block 1000 is a 1 ms
+kernel); the test reads its job's publish page.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from shim_helpers import finish, list_jobs, own_pub, run_probe
+from tgs.intercept import device, segment
+from tgs.intercept import pub as ipub
+
+pytestmark = pytest.mark.timeout(90)
+
+MS = 1000  # grid G x block 1000 = G us
+DRAINED_WITHIN_S = 5.0  # generous on a loaded 2-core machine; the helper needs ~0.1 ms
+
+
+@dataclass
+class Prod:
+    env: dict[str, str]
+    seg: segment.Segment
+    pub: ipub.Pub
+
+
+@pytest.fixture
+def prod(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[Prod]:
+    seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
+    dev = device.create_device(tmp_path, 0)
+    list_jobs(dev, seg)
+    pub = own_pub(seg)
+    try:
+        yield Prod(dict(shim_env, TGS_SEGMENT=str(seg.path)), seg, pub)
+    finally:
+        pub.close()
+        seg.close()
+        dev.close()
+
+
+class Run:
+    """A production probe driven line by line; killed if a test fails half-way."""
+
+    def __init__(self, exe: Path, env: dict[str, str], *cmds: str) -> None:
+        self.p = subprocess.Popen([str(exe), *cmds], env=env, text=True, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+
+    def expect(self, *lines: str) -> None:
+        assert self.p.stdout is not None
+        got = [self.p.stdout.readline().strip() for _ in lines]
+        assert got == list(lines)
+
+    def go(self) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            finish(self.p)
+        assert self.p.poll() is not None
+
+
+@pytest.fixture
+def runs() -> Iterator[list[Run]]:
+    started: list[Run] = []
+    try:
+        yield started
+    finally:
+        for r in started:
+            if r.p.poll() is None:
+                r.p.kill()
+                r.p.wait()
+
+
+def wait_idle(pub: ipub.Pub, limit_s: float) -> float | None:
+    """Seconds until the pub shows busy == 0, or None if it did not within limit_s."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        if pub.busy == 0:
+            return time.monotonic() - t0
+        time.sleep(0.002)
+    return None
+
+
+def test_run_ahead_production_is_idle_once_its_work_drained(drain_bin: Path, prod: Prod,
+                                                            runs: list[Run]) -> None:
+    """Launches, waits on an OLDER event, never synchronizes its last launch: published idle
+    after its 400 ms kernel ends (not before), busy again at its next launch."""
+    r = Run(drain_bin, prod.env, "init", "kick:1:1000:1000:0", "mark:0",
+            f"kick:1:{400 * MS}:1000:0", "waitold", "ready",
+            f"kick:1:{400 * MS}:1000:0", "ready", "sync")
+    runs.append(r)
+    r.expect("init 0", "kick 0", "mark 0", "kick 0", "waitold 0", "ready")
+    t0 = time.monotonic()
+    assert prod.pub.busy == 1
+    seq0 = int(prod.pub.view.busy_seq)
+    futex0 = int(prod.pub.view.idle_futex)
+    took = wait_idle(prod.pub, DRAINED_WITHIN_S)
+    assert took is not None, "never published idle although the GPU drained"
+    # the 400 ms kernel began at most ~1 ms before t0: idle not before it ended (less slack)
+    assert time.monotonic() - t0 >= 0.3
+    assert int(prod.pub.view.idle_futex) == futex0 + 1     # waiters were woken
+    assert prod.pub.view.idle_since_ns > 0
+    r.go()                                                 # the next launch: busy again
+    r.expect("kick 0", "ready")
+    assert prod.pub.busy == 1
+    assert int(prod.pub.view.busy_seq) == seq0 + 1
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S) is not None
+    r.go()
+    r.expect("sync 0")
+    r.close()
+    assert prod.pub.busy == 0
+
+
+def test_without_drain_detection_run_ahead_stays_busy(drain_bin: Path, prod: Prod,
+                                                      runs: list[Run]) -> None:
+    """TGS_DRAIN=0 (the benchmark knob): busy until the synchronize, as before."""
+    r = Run(drain_bin, dict(prod.env, TGS_DRAIN="0"), "init", f"kick:1:{50 * MS}:1000:0",
+            "ready", "sync")
+    runs.append(r)
+    r.expect("init 0", "kick 0", "ready")
+    assert wait_idle(prod.pub, 0.6) is None                # 50 ms kernel long done
+    r.go()
+    r.expect("sync 0")
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S) is not None
+    r.close()
+
+
+def test_two_streams_idle_only_after_both_drained(drain_bin: Path, prod: Prod,
+                                                  runs: list[Run]) -> None:
+    """A long kernel on stream 1, then a short one on stream 2 (the last launch): idle only
+    after the long one ends too."""
+    r = Run(drain_bin, prod.env, "init", f"kick:1:{400 * MS}:1000:1", "kick:1:1000:1000:2",
+            "ready", "sync")
+    runs.append(r)
+    r.expect("init 0", "kick 0", "kick 0", "ready")
+    t0 = time.monotonic()
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S) is not None
+    assert time.monotonic() - t0 >= 0.3
+    r.go()
+    r.expect("sync 0")
+    r.close()
+
+
+def test_more_streams_than_tracked_fall_back_to_synchronize(drain_bin: Path, prod: Prod,
+                                                            runs: list[Run]) -> None:
+    """Nine streams (the set holds eight): no drain detection until the synchronize."""
+    kicks = [f"kick:1:{5 * MS}:1000:{i}" for i in range(1, 10)]
+    r = Run(drain_bin, prod.env, "init", *kicks, "ready", "sync")
+    runs.append(r)
+    r.expect("init 0", *(["kick 0"] * 9), "ready")
+    assert wait_idle(prod.pub, 0.6) is None                # 45 ms of work long done
+    r.go()
+    r.expect("sync 0")
+    assert prod.pub.busy == 0
+    r.close()
+
+
+def test_capture_under_publish_with_queued_work_succeeds(capture_bin: Path, prod: Prod) -> None:
+    """While the helper waits on production's queued work, a GLOBAL-mode capture on the same
+    stream gets exactly its own nodes (no tail recorded into it, no unsafe call invalidating
+    it), replays, and production goes idle after the drain."""
+    lines = run_probe(capture_bin, prod.env, "init", f"kick:1:{300 * MS}:1000",
+                      "capture:4:1:32", "replay:1", "sync")
+    assert lines[1] == "kick 0"
+    f = lines[2].split()
+    assert f[0] == "capture" and f[1:7] == ["0", "0", "0", "4", "4", "0"], lines[2]
+    assert lines[3].split()[1:3] == ["0", "0"], lines[3]
+    assert prod.pub.busy == 0
+
+
+def test_capture_while_idle_then_drain(capture_bin: Path, prod: Prod, runs: list[Run]) -> None:
+    """Busy, capture, then left with queued work and no synchronize: idle after the drain."""
+    r = Run(capture_bin, prod.env, "init", "capture:4:1:32", f"kick:1:{100 * MS}:1000", "ready",
+            "sync")
+    runs.append(r)
+    assert r.p.stdout is not None
+    assert r.p.stdout.readline().split()[1] == "0"
+    cap = r.p.stdout.readline().split()
+    assert cap[1:7] == ["0", "0", "0", "4", "4", "0"], cap
+    r.expect("kick 0", "ready")
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S) is not None
+    r.go()
+    r.expect("sync 0")
+    r.close()
+
+
+def test_fork_while_the_helper_waits_and_exit_do_not_hang(drain_bin: Path, prod: Prod,
+                                                         runs: list[Run]) -> None:
+    """The parent is busy with its helper waiting on the GPU; a forked child (no helper thread
+    there: its state is reset, it would be created again at its first busy launch) exits
+    cleanly at once, and the parent is still published idle after its own drain."""
+    r = Run(drain_bin, prod.env, "init", f"kick:1:{300 * MS}:1000:0", "fork:none", "fork:none",
+            "ready", "sync")
+    runs.append(r)
+    t0 = time.monotonic()
+    r.expect("init 0", "kick 0", "fork 0", "fork 0", "ready")
+    assert time.monotonic() - t0 < 5
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S) is not None
+    r.go()
+    r.expect("sync 0")
+    r.close()
+
+
+def test_exit_with_work_queued_does_not_hang(drain_bin: Path, prod: Prod) -> None:
+    """Exit while the helper waits on a 2 s kernel: the process ends (the helper is asked to
+    stop and waited for a bounded time only); its busy count goes back at detach."""
+    t0 = time.monotonic()
+    lines = run_probe(drain_bin, prod.env, "init", f"kick:1:{2000 * MS}:1000:0", "quit",
+                      timeout=30)
+    assert lines == ["init 0", "kick 0"]
+    assert time.monotonic() - t0 < 25
+    assert prod.pub.busy == 0

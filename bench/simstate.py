@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 
 SIM_STATE_MAGIC = 0x314D4953534754
-SIM_STATE_VERSION = 2
+SIM_STATE_VERSION = 1
 SIM_MAX_DEVICES = 8
 SIM_MAX_PROCS = 128
 SIM_MAX_CTXS = 256

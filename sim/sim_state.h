@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define SIM_STATE_MAGIC 0x314d4953534754ULL /* "TGSSIM1" */
-#define SIM_STATE_VERSION 2 /* 2: the managed-memory residency table */
+#define SIM_STATE_VERSION 1 /* the residency table was appended: older files differ in size */
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
 #define SIM_MAX_CTXS 256

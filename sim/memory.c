@@ -15,6 +15,7 @@
 CUresult sim_mem_account(int dev, int64_t bytes, int managed)
 {
     struct sim_state *st = g_sim.st;
+    uint64_t moved = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         sim_dev_lock(dev);
         struct sim_device *dv = &st->dev[dev];
@@ -29,10 +30,12 @@ CUresult sim_mem_account(int dev, int64_t bytes, int managed)
          * allocations themselves make one fail */
         if (bytes <= 0 || dv->mem_used + (uint64_t)bytes <= dv->mem_total) {
             if (bytes > 0)
-                sim_res_evict_locked(dev, (uint64_t)bytes);
+                sim_res_evict_locked(dev, (uint64_t)bytes, &moved);
             dv->mem_used += (uint64_t)bytes;
             pd->mem_used += (uint64_t)bytes;
             sim_dev_unlock(dev);
+            if (moved) /* the write-back of what was evicted, outside the lock */
+                sim_sleep_until(sim_now_ns() + sim_res_migration_ns(moved));
             return CUDA_SUCCESS;
         }
         sim_dev_unlock(dev);

@@ -8,7 +8,8 @@
  *  - A device allocation that does not fit evicts resident managed bytes,
  *    least recently used first, of any process (ranges whose preferred
  *    location is that device last); it fails only when device memory minus
- *    device allocations is short (memory.c: sim_mem_account).
+ *    device allocations is short (memory.c: sim_mem_account); the allocating
+ *    call then waits for the write-back (evicted bytes / TGS_SIM_PCIE_GBPS).
  *  - A kernel touches every managed allocation of its process on its device
  *    (a simplification: the simulator does not know what a kernel reads); it
  *    pays non-resident bytes / TGS_SIM_PCIE_GBPS, after which what fits in
@@ -152,7 +153,13 @@ static struct sim_mrange *victim_locked(int dev)
     return best;
 }
 
-uint64_t sim_res_evict_locked(int dev, uint64_t need)
+uint64_t sim_res_migration_ns(uint64_t bytes)
+{
+    double ns = (double)bytes / g_sim.pcie_gbps; /* bytes / (GB/s) = ns */
+    return ns >= 1.8e19 ? (uint64_t)1.8e19 : (uint64_t)ns;
+}
+
+uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved)
 {
     while (need) {
         uint64_t room = free_locked(dev);
@@ -162,7 +169,10 @@ uint64_t sim_res_evict_locked(int dev, uint64_t need)
         if (!m)
             return need - room;
         uint64_t take = ((need - room) + PAGE - 1) & ~(PAGE - 1);
-        set_resident_locked(m, take < m->resident ? m->resident - take : 0);
+        if (take > m->resident)
+            take = m->resident;
+        set_resident_locked(m, m->resident - take);
+        *moved += take;
         sim_log(SIM_LOG_DEBUG, "evicted managed memory of process slot %d to the host",
                 (int)m->proc);
     }
@@ -205,6 +215,5 @@ uint64_t sim_res_kernel_ns(int dev)
             fill_locked(m);
     }
     sim_dev_unlock(dev);
-    double ns = (double)missing / g_sim.pcie_gbps; /* bytes / (GB/s) = ns */
-    return ns >= 1.8e19 ? (uint64_t)1.8e19 : (uint64_t)ns;
+    return sim_res_migration_ns(missing);
 }

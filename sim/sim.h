@@ -307,8 +307,11 @@ void sim_res_remove(int mslot);
 void sim_res_prefetch(int mslot, int loc);
 void sim_res_advise_preferred(int mslot, int loc);
 /* Make `need` bytes of device memory free of managed pages (evicting the
- * least recently used ones to the host); returns the bytes still short. */
-uint64_t sim_res_evict_locked(int dev, uint64_t need);
+ * least recently used ones to the host); returns the bytes still short and
+ * adds the bytes it moved to *moved. */
+uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved);
+/* The host time a migration of `bytes` takes at TGS_SIM_PCIE_GBPS. */
+uint64_t sim_res_migration_ns(uint64_t bytes);
 void sim_res_drop_proc_locked(int proc, int dev);
 /* A kernel of this process on dev: the ns it pays to migrate the
  * non-resident managed bytes it touches (all of this process's on dev). */

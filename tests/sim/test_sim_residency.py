@@ -70,8 +70,10 @@ def test_device_allocation_evicts_other_process_managed_pages(env: dict[str, str
     opp.ok("kernel")
     assert resident(env) == 48 * MiB
     # 48 MiB resident + 40 MiB does not fit 64 MiB: the managed pages make room
-    d = prod.ok("malloc", 40 * MiB)["ptr"]
+    got = prod.ok("malloc", 40 * MiB)
+    d = got["ptr"]
     assert resident(env) == 24 * MiB
+    assert float(got["us"]) >= mig_ms(24 * MiB) * 1000  # it waited for the write-back
     assert prod.ok("info")["free"] == 0
     # device allocations alone still cannot exceed the device
     assert prod.ask("malloc", 30 * MiB)["r"] == 2  # CUDA_ERROR_OUT_OF_MEMORY

@@ -1,7 +1,7 @@
 """A driver-API process steered line by line on stdin, for the residency tests.
 
 Each command line gets one JSON line back on stdout:
-  malloc N | managed N        -> {"r": code, "ptr": address}
+  malloc N | managed N        -> {"r": code, "ptr": address, "us": wall time of the call}
   free P                      -> {"r": code}
   prefetch P N DEV            -> {"r": code}            (DEV -1: the host)
   advise P N ADVICE DEV       -> {"r": code}
@@ -17,6 +17,7 @@ import ctypes as C
 import json
 import os
 import sys
+import time
 
 from tgs.bench import simstate
 
@@ -59,9 +60,10 @@ def run(fn: vp, words: list[str]) -> dict[str, object]:
     op, a = words[0], [int(w) for w in words[1:]]
     if op in ("malloc", "managed"):
         p = u64()
+        t0 = time.perf_counter()
         r = (call("cuMemAlloc_v2", C.byref(p), C.c_size_t(a[0])) if op == "malloc" else
              call("cuMemAllocManaged", C.byref(p), C.c_size_t(a[0]), 1))
-        return {"r": r, "ptr": p.value}
+        return {"r": r, "ptr": p.value, "us": (time.perf_counter() - t0) * 1e6}
     if op == "free":
         return {"r": call("cuMemFree_v2", u64(a[0]))}
     if op == "prefetch":

@@ -13,8 +13,10 @@
  *  - A kernel touches every managed allocation of its process on its device
  *    (a simplification: the simulator does not know what a kernel reads); it
  *    pays non-resident bytes / TGS_SIM_PCIE_GBPS, after which what fits in
- *    the free device memory is resident.  Ranges advised to prefer the host
- *    stay there and are paid for at every launch (remote access).
+ *    the free device memory is resident; a range advised to prefer that
+ *    device first evicts other processes' ranges that do not (TGS's
+ *    production advice), paying their write-back too.  Ranges advised to
+ *    prefer the host stay there and are paid for at every launch.
  *  - cuMemPrefetchAsync to the device makes resident what fits in free device
  *    memory (it evicts nobody); to the host, nothing is resident.
  * Locks: a range is guarded by its device's lock; a slot is claimed with a
@@ -135,8 +137,9 @@ void sim_res_advise_preferred(int mslot, int loc)
 }
 
 /* The eviction victim: resident, least recently used, preferring the
- * device last. */
-static struct sim_mrange *victim_locked(int dev)
+ * device last; for a kernel's fault (skip_proc >= 0): another process's
+ * range that does not prefer the device, or none. */
+static struct sim_mrange *victim_locked(int dev, int skip_proc)
 {
     struct sim_residency *rs = res();
     struct sim_mrange *best = NULL;
@@ -144,6 +147,8 @@ static struct sim_mrange *victim_locked(int dev)
     for (uint32_t i = 0; i < hwm && i < SIM_MAX_MRANGES; i++) {
         struct sim_mrange *m = &rs->r[i];
         if (!__atomic_load_n(&m->in_use, __ATOMIC_ACQUIRE) || m->dev != dev || !m->resident)
+            continue;
+        if (skip_proc >= 0 && (m->proc == skip_proc || m->preferred == dev))
             continue;
         if (!best || (m->preferred == dev) < (best->preferred == dev) ||
             ((m->preferred == dev) == (best->preferred == dev) &&
@@ -159,13 +164,13 @@ uint64_t sim_res_migration_ns(uint64_t bytes)
     return ns >= 1.8e19 ? (uint64_t)1.8e19 : (uint64_t)ns;
 }
 
-uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved)
+static uint64_t evict_locked(int dev, uint64_t need, uint64_t *moved, int skip_proc)
 {
     while (need) {
         uint64_t room = free_locked(dev);
         if (room >= need)
             return 0;
-        struct sim_mrange *m = victim_locked(dev);
+        struct sim_mrange *m = victim_locked(dev, skip_proc);
         if (!m)
             return need - room;
         uint64_t take = ((need - room) + PAGE - 1) & ~(PAGE - 1);
@@ -177,6 +182,11 @@ uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved)
                 (int)m->proc);
     }
     return 0;
+}
+
+uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved)
+{
+    return evict_locked(dev, need, moved, -1);
 }
 
 void sim_res_drop_proc_locked(int proc, int dev)
@@ -201,7 +211,7 @@ uint64_t sim_res_kernel_ns(int dev)
     if (!__atomic_load_n(&g_sim.nmanaged[dev], __ATOMIC_RELAXED))
         return 0;
     struct sim_residency *rs = res();
-    uint64_t now = sim_now_ns(), missing = 0;
+    uint64_t now = sim_now_ns(), missing = 0, moved = 0;
     sim_dev_lock(dev);
     uint32_t hwm = __atomic_load_n(&rs->hwm, __ATOMIC_RELAXED);
     for (uint32_t i = 0; i < hwm && i < SIM_MAX_MRANGES; i++) {
@@ -211,9 +221,11 @@ uint64_t sim_res_kernel_ns(int dev)
             continue;
         m->last_use_ns = now;
         missing += m->size - m->resident;
+        if (m->preferred == dev) /* it wins over other processes' unpreferred pages */
+            evict_locked(dev, m->size - m->resident, &moved, g_sim.proc_slot);
         if (m->preferred != -1)
             fill_locked(m);
     }
     sim_dev_unlock(dev);
-    return sim_res_migration_ns(missing);
+    return sim_res_migration_ns(missing + moved);
 }

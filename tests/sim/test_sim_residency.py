@@ -149,3 +149,20 @@ def test_pcie_bandwidth_option(env: dict[str, str], agents: list[Agent],
     a = spawn(agents, {**env, "TGS_SIM_PCIE_GBPS": "5"})
     a.ok("managed", 10 * MiB)
     assert float(a.ok("kernel")["ms"]) == pytest.approx(10 * MiB / 5 / 1e6, rel=0.02)
+
+
+def test_preferred_device_fault_evicts_other_processes_unpreferred_pages(
+        env: dict[str, str], agents: list[Agent]) -> None:
+    """TGS's own scheme: production's managed memory prefers the GPU; its kernels' faults
+    push the opportunistic pages out (and pay their write-back), never the reverse."""
+    opp, prod = spawn(agents, env), spawn(agents, env)
+    opp.ok("managed", 48 * MiB)
+    opp.ok("kernel")
+    p = prod.ok("managed", 32 * MiB)["ptr"]
+    prod.ok("advise", p, 32 * MiB, PREFERRED, 0)
+    assert float(prod.ok("kernel")["ms"]) == pytest.approx(mig_ms(48 * MiB), rel=0.02)
+    assert float(prod.ok("kernel")["ms"]) < 0.01
+    for _ in range(2):  # the opportunistic job cannot take the room back
+        assert float(opp.ok("kernel")["ms"]) == pytest.approx(mig_ms(16 * MiB), rel=0.02)
+    assert float(prod.ok("kernel")["ms"]) < 0.01
+    assert resident(env) == 64 * MiB

@@ -1,20 +1,17 @@
-"""A steerable driver-API process (scripts/um_agent.py) for the residency tests."""
+"""A steerable driver-API process (tgs.bench.um_agent) for the residency tests."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from pathlib import Path
-
-AGENT = Path(__file__).resolve().parent / "scripts" / "um_agent.py"
 
 
 class Agent:
     """One process; ask() sends a command line and returns its JSON answer."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.p = subprocess.Popen([sys.executable, str(AGENT)], env=env, stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, "-m", "tgs.bench.um_agent"], env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ready = self._read()
         assert ready.get("ready"), ready

@@ -1,4 +1,4 @@
-"""A driver-API process steered line by line on stdin, for the residency tests.
+"""A driver-API process steered line by line on stdin (residency tests, oversub_sim.py).
 
 Each command line gets one JSON line back on stdout:
   malloc N | managed N        -> {"r": code, "ptr": address, "us": wall time of the call}

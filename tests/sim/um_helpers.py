@@ -11,8 +11,9 @@ class Agent:
     """One process; ask() sends a command line and returns its JSON answer."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "tgs.bench.um_agent"], env=env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen([sys.executable, "-m", "tgs.bench.um_agent"], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
         ready = self._read()
         assert ready.get("ready"), ready
 

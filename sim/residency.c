@@ -77,9 +77,12 @@ int sim_res_add(int dev, uint64_t base, uint64_t size)
         m->size = size;
         m->resident = 0;
         m->last_use_ns = sim_now_ns();
-        if (rs->hwm < i + 1)
-            rs->hwm = i + 1; /* only grows; read unlocked as a scan bound */
         sim_dev_unlock(dev);
+        /* only grows (a scan bound read without locks): atomic max */
+        uint32_t h = __atomic_load_n(&rs->hwm, __ATOMIC_RELAXED);
+        while (h < i + 1 && !__atomic_compare_exchange_n(&rs->hwm, &h, i + 1, 1,
+                                                         __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
         __atomic_add_fetch(&g_sim.nmanaged[dev], 1, __ATOMIC_RELAXED);
         return (int)i + 1;
     }

@@ -3,6 +3,7 @@ migration cost of kernels, prefetch and advice, reclaim from killed processes.""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +167,17 @@ def test_preferred_device_fault_evicts_other_processes_unpreferred_pages(
         assert float(opp.ok("kernel")["ms"]) == pytest.approx(mig_ms(16 * MiB), rel=0.02)
     assert float(prod.ok("kernel")["ms"]) < 0.01
     assert resident(env) == 64 * MiB
+
+
+def test_reader_layout_matches_the_compiler(tmp_path: Path) -> None:
+    """bench/simstate.py mirrors sim_state.h (with the residency table): same offsets."""
+    facts = simstate.offsets()
+    body = "".join(f'printf("%zu\\n", (size_t){k});' for k in facts)
+    src = tmp_path / "layout.c"
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "sim_state.h"\n'
+                   f"int main(void){{{body}return 0;}}\n")
+    exe = tmp_path / "layout"
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(["gcc", f"-I{root / 'sim'}", str(src), "-o", str(exe)], check=True)
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert dict(zip(facts, (int(x) for x in got), strict=True)) == facts

@@ -25,6 +25,7 @@ SIM_MAX_CTXS = 256
 SIM_RING = 2048
 SIM_MARKER_RING = 512
 SIM_LOCK_SLOT_BASE = 0
+SIM_MAX_MRANGES = 1024
 
 u32, i32, u64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64
 
@@ -72,12 +73,26 @@ class SimHeader(ctypes.Structure):
     ]
 
 
+class SimMrange(ctypes.Structure):
+    _fields_ = [("in_use", u32), ("proc", i32), ("dev", i32), ("preferred", i32),
+                ("base", u64), ("size", u64), ("resident", u64), ("last_use_ns", u64)]
+
+
+class SimResidency(ctypes.Structure):
+    _fields_ = [
+        ("resident", u64 * SIM_MAX_DEVICES), ("evicted", u64 * SIM_MAX_DEVICES),
+        ("migrated", u64 * SIM_MAX_DEVICES), ("hwm", u32), ("pad0", u32),
+        ("r", SimMrange * SIM_MAX_MRANGES),
+    ]
+
+
 class SimState(ctypes.Structure):
     _fields_ = [
         ("hdr", SimHeader),
         ("dev", SimDevice * SIM_MAX_DEVICES),
         ("proc", SimProc * SIM_MAX_PROCS),
         ("ctx", SimCtx * SIM_MAX_CTXS),
+        ("res", SimResidency),
     ]
 
 
@@ -91,6 +106,9 @@ class DeviceInfo:
     t_last_ns: int
     kernels_done: int
     switches: int
+    managed_resident: int = 0  # managed bytes in device memory (residency.c)
+    managed_evicted: int = 0   # managed bytes moved to the host, ever
+    managed_migrated: int = 0  # managed bytes moved to the device, ever
 
 
 @dataclass
@@ -144,7 +162,8 @@ def read_state(path: str | os.PathLike[str] | None = None) -> SimSnapshot:
         nd = min(int(st.hdr.ndevices), SIM_MAX_DEVICES)
         devices = [
             DeviceInfo(i, d.mem_total, d.mem_used, d.managed_used, d.busy_ns, d.t_last_ns,
-                       d.kernels_done, d.switches)
+                       d.kernels_done, d.switches, st.res.resident[i], st.res.evicted[i],
+                       st.res.migrated[i])
             for i, d in enumerate(st.dev[:nd])
         ]
         procs = []
@@ -171,6 +190,11 @@ def offsets() -> dict[str, int]:
         "offsetof(struct sim_state, dev)": SimState.dev.offset,
         "offsetof(struct sim_state, proc)": SimState.proc.offset,
         "offsetof(struct sim_state, ctx)": SimState.ctx.offset,
+        "offsetof(struct sim_state, res)": SimState.res.offset,
+        "sizeof(struct sim_mrange)": ctypes.sizeof(SimMrange),
+        "sizeof(struct sim_residency)": ctypes.sizeof(SimResidency),
+        "offsetof(struct sim_residency, r)": SimResidency.r.offset,
+        "offsetof(struct sim_mrange, resident)": SimMrange.resident.offset,
         "offsetof(struct sim_device, mem_total)": SimDevice.mem_total.offset,
         "offsetof(struct sim_device, busy_ns)": SimDevice.busy_ns.offset,
         "offsetof(struct sim_device, kernels_done)": SimDevice.kernels_done.offset,

@@ -68,6 +68,7 @@ class Register:
     ephemeral: bool = False
     nslots: int = DEFAULT_SLOTS
     lease_uid: int | None = None          # give the job a lease file this uid may open
+    mem_total: int = 0                    # oversubscription: bytes held in all; 0 = off
     deadline_ms: int | None = None
 
 
@@ -87,6 +88,7 @@ class Set:
     priority: str | None = None
     weight: int | None = None
     unlimited_quota: bool = False         # true when the request said "mem_quota": null
+    mem_total: int | None = None          # oversubscription (0 = off); None = no change
     deadline_ms: int | None = None
 
 
@@ -238,14 +240,16 @@ def _parse_register(f: _Fields) -> Register:
         ephemeral=ephemeral,
         nslots=f.integer("nslots", 1, MAX_SLOTS) if f.has("nslots") else d.nslots,
         lease_uid=lease_uid,
+        mem_total=f.integer("mem_total", 0, MAX_QUOTA) if f.has("mem_total") else 0,
         deadline_ms=_deadline(f),
     )
 
 
 def _parse_set(f: _Fields) -> Set:
     name = _name(f)
-    if not any(f.has(k) for k in ("mem_quota", "priority", "weight")):
-        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority or weight", f.req_id)
+    if not any(f.has(k) for k in ("mem_quota", "priority", "weight", "mem_total")):
+        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority, weight or mem_total",
+                            f.req_id)
     unlimited = f.has("mem_quota") and f.obj["mem_quota"] is None
     return Set(
         id=f.req_id,
@@ -254,6 +258,7 @@ def _parse_set(f: _Fields) -> Set:
         priority=f.priority("priority") if f.has("priority") else None,
         weight=f.integer("weight", 1, MAX_WEIGHT) if f.has("weight") else None,
         unlimited_quota=unlimited,
+        mem_total=f.integer("mem_total", 0, MAX_QUOTA) if f.has("mem_total") else None,
         deadline_ms=_deadline(f),
     )
 
@@ -320,6 +325,8 @@ def request_to_dict(req: Request) -> dict[str, Any]:
                    nslots=req.nslots)
         if req.lease_uid is not None:
             out["lease_uid"] = req.lease_uid
+        if req.mem_total:
+            out["mem_total"] = req.mem_total
     elif isinstance(req, Unregister):
         out["name"] = req.name
         if req.when_idle:
@@ -332,4 +339,6 @@ def request_to_dict(req: Request) -> dict[str, Any]:
             out["priority"] = req.priority
         if req.weight is not None:
             out["weight"] = req.weight
+        if req.mem_total is not None:
+            out["mem_total"] = req.mem_total
     return out

@@ -97,6 +97,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "created": _time,
     "state": _choice(STATES),
     "lease": _lease,
+    "mem_total": _int(0, P.MAX_QUOTA),
 }
 
 
@@ -154,6 +155,8 @@ def check_record(obj: Any, seg_dir: Path, devices: list[Device]) -> JobRecord:
         raise RecordError(f"device {rec.device_uuid} (index {rec.device_index}) is not on "
                           "this node")
     rec.device_index = dev.index        # the UUID is the identity: indices can be renumbered
+    if rec.priority == "production" and rec.mem_total:
+        raise RecordError("a production job cannot oversubscribe memory (mem_total)")
     if rec.priority == "production" and rec.mem_quota is not None \
             and rec.mem_quota > dev.mem_total:
         raise RecordError(f"memory quota {rec.mem_quota} exceeds device {dev.index}'s "

@@ -47,7 +47,7 @@ class Job:
             "name": r.name, "priority": r.priority, "weight": r.weight,
             "mem_quota": r.mem_quota, "device": r.device_index, "device_uuid": r.device_uuid,
             "ephemeral": r.ephemeral, "nslots": r.nslots, "segment": r.segment,
-            "state": r.state, "created": r.created, **self.stats,
+            "state": r.state, "created": r.created, "mem_total": r.mem_total, **self.stats,
         }
 
 
@@ -139,9 +139,14 @@ class Registry:
         return dev
 
     def _check_commit(self, cand: JobRecord, req_id: str) -> None:
-        """Production quotas on one device may not add up to more than its memory."""
+        """Production quotas on one device may not add up to more than its memory;
+        production jobs never oversubscribe (their memory is never evicted)."""
         if cand.priority != "production":
             return
+        if cand.mem_total:
+            raise P.ProtocolError(P.E_BAD_REQUEST, "--mem-total (oversubscription) is for "
+                                  "opportunistic jobs only; production memory stays on the GPU",
+                                  req_id)
         dev = find(self.devices, cand.device_index)
         total = dev.mem_total if dev else 0
         used = 0
@@ -174,7 +179,8 @@ class Registry:
             device_index=dev.index, device_uuid=dev.uuid, ephemeral=req.ephemeral,
             nslots=req.nslots, segment=str(self.seg_dir / f"{req.name}.seg"),
             created=time.time(),
-            lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "")
+            lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "",
+            mem_total=req.mem_total)
         self._check_commit(rec, req.id)
         lease = None
         if req.lease_uid is not None:
@@ -246,7 +252,8 @@ class Registry:
             mem_quota=None if req.unlimited_quota else
             (req.mem_quota if req.mem_quota is not None else old.mem_quota),
             priority=req.priority or old.priority,
-            weight=req.weight if req.weight is not None else old.weight)
+            weight=req.weight if req.weight is not None else old.weight,
+            mem_total=req.mem_total if req.mem_total is not None else old.mem_total)
         self._check_commit(new, req.id)
         job.rec = new
         try:

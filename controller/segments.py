@@ -104,6 +104,7 @@ class JobSeg:
     def apply_identity(self, rec: JobRecord) -> None:
         self.ctl.set_quota(iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota)
         self.ctl.set_priority(PRIORITY[rec.priority], rec.weight)
+        self.ctl.set_mem_total(rec.mem_total)
 
     def close(self) -> None:
         self.ctl.close()
@@ -183,12 +184,14 @@ class SegmentFactory:
 
     def create(self, rec: JobRecord) -> JobSeg:
         self.dir.mkdir(parents=True, exist_ok=True)
-        iseg.create(
+        seg = iseg.create(
             rec.segment, rec.name, device_index=rec.device_index, device_uuid=rec.device_uuid,
             mem_quota=iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota,
             priority=PRIORITY[rec.priority], weight=rec.weight, nslots=rec.nslots,
             gate_flags=GATE_DEFAULT[rec.priority],
-            gate_max_wait_us=DEFAULT_WAIT_US if rec.priority == "opportunistic" else 0).close()
+            gate_max_wait_us=DEFAULT_WAIT_US if rec.priority == "opportunistic" else 0)
+        seg.set_mem_total(rec.mem_total)
+        seg.close()
         return self.open(rec)
 
     def open(self, rec: JobRecord) -> JobSeg:

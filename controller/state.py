@@ -37,6 +37,7 @@ class JobRecord:
     created: float
     state: str = "registered"        # registered -> running -> done (-> running again)
     lease: str = ""                  # tgs-run's lease file ("" : none), see registry.py
+    mem_total: int = 0               # oversubscription (docs/oversubscription.md); 0 = off
 
 
 @dataclass

@@ -175,6 +175,11 @@ class ControlSegment:
         self.header.mem_quota = u64("mem_quota", mem_quota)
         self._bump()
 
+    def set_mem_total(self, mem_total: int) -> None:
+        """Oversubscription (docs/oversubscription.md): 0 = off."""
+        self.header.mem_total = u64("mem_total", mem_total)
+        self._bump()
+
     def set_defaults(self, defaults: SlotDefaults, lines: bool = True) -> None:
         """The job defaults, and (lines) every slot's line: a newly claimed slot is controlled
         from its first launch (the per-slot gap masks stay)."""

@@ -233,6 +233,9 @@ class Segment:
     def set_quota(self, mem_quota: int) -> None:
         self.control.set_quota(mem_quota)
 
+    def set_mem_total(self, mem_total: int) -> None:
+        self.control.set_mem_total(mem_total)
+
     def set_defaults(self, defaults: SlotDefaults) -> None:
         self.control.set_defaults(defaults)
 

@@ -147,7 +147,7 @@ static int admit_locked(struct tgs_slot *s, uint64_t bytes, uint64_t *used, uint
     struct tgs_seg_header *h = tgs_g.hdr;
     ledger_enter(h);
     *used = h->mem_used;
-    *quota = TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota);
+    *quota = tgs_oversub_limit();
     int ok = add_fits(*used, bytes, *quota);
     if (ok) {
         s->mem_used += bytes;
@@ -245,7 +245,7 @@ int tgs_mem_view(uint64_t *quota, uint64_t *used)
 {
     struct tgs_slot *s = tgs_slot();
     if (s) {
-        *quota = TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota);
+        *quota = tgs_oversub_limit();
         *used = TGS_RELAXED_LOAD(&tgs_g.hdr->mem_used);
     } else {
         *quota = tgs_g.opt.mem_limit;

@@ -47,6 +47,11 @@
 
 TGS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    tgs_ensure_init();
+    if (tgs_oversub_on()) { /* oversub.c: an opportunistic job's managed memory */
+        TGS_HIT(cuMemAlloc_v2);
+        return tgs_oversub_alloc(dptr, bytesize);
+    }
     ALLOC_BODY(cuMemAlloc_v2, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize));
 }
 
@@ -121,6 +126,8 @@ TGS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
 {
     TGS_HIT(cuMemAllocPitch_v2);
     REAL_OR_FAIL(cuMemAllocPitch_v2);
+    if (tgs_oversub_on())
+        return tgs_oversub_alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t reserve = pitch_bound(WidthInBytes, Height);
     if (tgs_mem_admit(reserve) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;

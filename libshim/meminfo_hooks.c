@@ -3,6 +3,8 @@
  * total = min(quota, real total); free = total - job usage, clamped to
  * [0, total] and to the real free memory: never negative, never wrapped.
  * Without a quota (no segment limit, no TGS_MEM_LIMIT) the real values pass.
+ * An oversubscribed job (oversub.c) sees total = mem_total, free = mem_total
+ * - what the job holds: its budget, not the device's residency.
  */
 #include "shim.h"
 
@@ -11,6 +13,11 @@ static void present(uint64_t *freep, uint64_t *totalp)
     uint64_t q, used;
     if (!tgs_mem_view(&q, &used))
         return;
+    if (tgs_oversub_on()) { /* oversubscribed: the job's own budget, whatever is resident */
+        *totalp = q;
+        *freep = used >= q ? 0 : q - used;
+        return;
+    }
     uint64_t total = q < *totalp ? q : *totalp;
     uint64_t fr = used >= total ? 0 : total - used;
     if (fr > *freep)

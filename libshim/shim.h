@@ -322,6 +322,12 @@ int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */
 void tgs_mem_release(uint64_t bytes);
 void tgs_mem_adjust(uint64_t reserved, uint64_t actual);
 int tgs_mem_view(uint64_t *quota, uint64_t *used); /* 1 if a quota applies */
+/* oversub.c: an opportunistic job with ctl.mem_total set gets managed memory */
+int tgs_oversub_on(void);
+uint64_t tgs_oversub_limit(void); /* the ledger's limit: mem_total when on, else mem_quota */
+CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes);
+CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                 unsigned int elem);
 
 /* ptrmap.c */
 void tgs_ptrmap_put(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t bytes);

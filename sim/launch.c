@@ -51,7 +51,9 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
             return r;
     }
     uint64_t seq;
-    r = sim_enqueue(ctx, kernel_ns(fn, gx, gy, gz, bx, by, bz), 0, &seq);
+    uint64_t ns = kernel_ns(fn, gx, gy, gz, bx, by, bz);
+    uint64_t mig = sim_res_kernel_ns(ctx->dev); /* non-resident managed memory */
+    r = sim_enqueue(ctx, ns + mig < ns ? UINT64_MAX : ns + mig, 0, &seq);
     if (r == CUDA_SUCCESS)
         sim_stream_note(ctx, obj, seq);
     return r;

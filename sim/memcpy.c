@@ -167,7 +167,7 @@ CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
     return memset_n(dstDevice, ui, N, 4, SYNC | PT);
 }
 
-/* Advice and prefetch are validated and accepted; residency is not modelled. */
+/* Advice and prefetch are validated, recorded, and move residency (residency.c). */
 static CUresult check_loc_dev(int dev)
 {
     return dev == -1 /* CU_DEVICE_CPU */ || (dev >= 0 && dev < sim_ndev())

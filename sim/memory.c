@@ -15,6 +15,7 @@
 CUresult sim_mem_account(int dev, int64_t bytes, int managed)
 {
     struct sim_state *st = g_sim.st;
+    uint64_t moved = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         sim_dev_lock(dev);
         struct sim_device *dv = &st->dev[dev];
@@ -25,10 +26,16 @@ CUresult sim_mem_account(int dev, int64_t bytes, int managed)
             sim_dev_unlock(dev);
             return CUDA_SUCCESS;
         }
+        /* resident managed memory makes room (residency.c): only device
+         * allocations themselves make one fail */
         if (bytes <= 0 || dv->mem_used + (uint64_t)bytes <= dv->mem_total) {
+            if (bytes > 0)
+                sim_res_evict_locked(dev, (uint64_t)bytes, &moved);
             dv->mem_used += (uint64_t)bytes;
             pd->mem_used += (uint64_t)bytes;
             sim_dev_unlock(dev);
+            if (moved) /* the write-back of what was evicted, outside the lock */
+                sim_sleep_until(sim_now_ns() + sim_res_migration_ns(moved));
             return CUDA_SUCCESS;
         }
         sim_dev_unlock(dev);
@@ -130,6 +137,7 @@ void sim_region_set_pool(uint64_t base, void *pool, void *old)
 
 void sim_region_advise(uint64_t p, enum sim_advice what, int value)
 {
+    int mslot = 0;
     pthread_mutex_lock(&g_sim.lock);
     size_t i = region_index(p);
     if (i > 0 && p - g_sim.regions[i - 1].base < g_sim.regions[i - 1].size) {
@@ -142,8 +150,13 @@ void sim_region_advise(uint64_t p, enum sim_advice what, int value)
         case SIM_ADV_ACCESSED_BY_CLEAR: r->accessed_by &= ~bit; break;
         case SIM_ADV_PREFETCH: r->last_prefetch = value; break;
         }
+        mslot = r->mslot;
     }
     pthread_mutex_unlock(&g_sim.lock);
+    if (mslot && what == SIM_ADV_PREFERRED)
+        sim_res_advise_preferred(mslot, value);
+    else if (mslot && what == SIM_ADV_PREFETCH)
+        sim_res_prefetch(mslot, value);
 }
 
 int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags)
@@ -179,9 +192,12 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
     struct sim_region reg = {.base = (uint64_t)(uintptr_t)p, .size = size, .acct = size,
                              .kind = kind, .dev = ctx->dev, .preferred = -2,
                              .last_prefetch = -2};
+    if (managed && p != MAP_FAILED)
+        reg.mslot = sim_res_add(ctx->dev, reg.base, size);
     if (p == MAP_FAILED || region_insert(&reg) != 0) {
         if (p != MAP_FAILED)
             munmap(p, size);
+        sim_res_remove(reg.mslot);
         sim_mem_account(ctx->dev, -(int64_t)size, managed);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -211,6 +227,7 @@ CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask)
     if (reg.kind == SIM_R_GRAPH)
         __atomic_sub_fetch(&g_sim.graph_mem[reg.dev], reg.size, __ATOMIC_RELAXED);
     munmap((void *)(uintptr_t)reg.base, reg.size);
+    sim_res_remove(reg.mslot);
     return sim_mem_account(reg.dev, -(int64_t)reg.acct, reg.kind == SIM_R_MANAGED);
 }
 
@@ -363,7 +380,9 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total)
     if (!free_out || !total)
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_device *dv = &g_sim.st->dev[ctx->dev];
-    uint64_t used = __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED);
+    /* device allocations and the managed memory resident there */
+    uint64_t used = __atomic_load_n(&dv->mem_used, __ATOMIC_RELAXED) +
+                    __atomic_load_n(&g_sim.st->res.resident[ctx->dev], __ATOMIC_RELAXED);
     *total = dv->mem_total;
     *free_out = used < dv->mem_total ? dv->mem_total - used : 0;
     return CUDA_SUCCESS;

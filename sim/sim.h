@@ -157,6 +157,8 @@ struct sim_globals {
     double ns_per_thread;
     uint64_t queue_depth;
     int sm_count; /* TGS_SIM_SMS: SMs per device (occupancy, attributes) */
+    double pcie_gbps; /* TGS_SIM_PCIE_GBPS: managed-memory migration bandwidth */
+    uint32_t nmanaged[SIM_MAX_DEVICES]; /* this process's tracked managed ranges */
     int log_level;
     /* contexts */
     struct CUctx_st *primary[SIM_MAX_DEVICES];
@@ -280,6 +282,7 @@ struct sim_region {
      * locations are device ordinals, -1 the host, -2 none */
     int read_mostly, preferred, last_prefetch;
     unsigned int accessed_by; /* bit d: device d; bit 31: the host */
+    int mslot; /* managed: residency slot + 1 (residency.c), 0 untracked */
 };
 CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
@@ -296,6 +299,23 @@ void sim_region_set_pool(uint64_t base, void *pool, void *old);
 enum sim_advice { SIM_ADV_READ_MOSTLY, SIM_ADV_PREFERRED, SIM_ADV_ACCESSED_BY_SET,
                   SIM_ADV_ACCESSED_BY_CLEAR, SIM_ADV_PREFETCH };
 void sim_region_advise(uint64_t p, enum sim_advice what, int value);
+
+/* residency.c: where managed memory lives.  Slots are residency slot + 1
+ * (0: untracked).  *_locked: the caller holds the device's lock. */
+int sim_res_add(int dev, uint64_t base, uint64_t size);
+void sim_res_remove(int mslot);
+void sim_res_prefetch(int mslot, int loc);
+void sim_res_advise_preferred(int mslot, int loc);
+/* Make `need` bytes of device memory free of managed pages (evicting the
+ * least recently used ones to the host); returns the bytes still short and
+ * adds the bytes it moved to *moved. */
+uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved);
+/* The host time a migration of `bytes` takes at TGS_SIM_PCIE_GBPS. */
+uint64_t sim_res_migration_ns(uint64_t bytes);
+void sim_res_drop_proc_locked(int proc, int dev);
+/* A kernel of this process on dev: the ns it pays to migrate the
+ * non-resident managed bytes it touches (all of this process's on dev). */
+uint64_t sim_res_kernel_ns(int dev);
 
 /* mempool.c: memory pools (a default and a current one per device) */
 int sim_pool_ok(const struct CUmemPoolHandle_st *p);

@@ -23,13 +23,14 @@
 #include <stdint.h>
 
 #define SIM_STATE_MAGIC 0x314d4953534754ULL /* "TGSSIM1" */
-#define SIM_STATE_VERSION 1
+#define SIM_STATE_VERSION 1 /* the residency table was appended: older files differ in size */
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
 #define SIM_MAX_CTXS 256
 #define SIM_RING 2048        /* queued items per context (power of two) */
 #define SIM_MARKER_RING 512  /* remembered event completion times per context */
 #define SIM_LOCK_SLOT_BASE 0 /* OFD lock byte of process slot i: base + i */
+#define SIM_MAX_MRANGES 1024 /* managed allocations tracked for residency, all processes */
 
 /* One queued operation: a kernel (marker == 0) or an event marker. */
 struct sim_item {
@@ -88,6 +89,32 @@ struct sim_device {
     uint64_t last_reap_ns;
 };
 
+/* A managed allocation's residency (sim/residency.c).  Claimed with an
+ * atomic compare-and-swap of in_use; every other field is guarded by the
+ * lock of device dev.  The resident bytes are the allocation's first
+ * `resident` bytes (4 KiB multiples): the model tracks how much, not which. */
+struct sim_mrange {
+    uint32_t in_use;
+    int32_t proc;      /* owning process slot */
+    int32_t dev;
+    int32_t preferred; /* cuMemAdvise preferred location: device, -1 host, -2 none */
+    uint64_t base;     /* the owner's address (informational) */
+    uint64_t size;
+    uint64_t resident; /* bytes in device memory */
+    uint64_t last_use_ns;
+};
+
+/* Managed memory on the devices: bytes resident (counted in the device's
+ * usage beside mem_used), bytes moved each way since creation. */
+struct sim_residency {
+    uint64_t resident[SIM_MAX_DEVICES];
+    uint64_t evicted[SIM_MAX_DEVICES];  /* device -> host */
+    uint64_t migrated[SIM_MAX_DEVICES]; /* host -> device (kernels' faults, prefetches) */
+    uint32_t hwm;                       /* ranges [0, hwm) may be in use */
+    uint32_t pad0;
+    struct sim_mrange r[SIM_MAX_MRANGES];
+};
+
 struct sim_header {
     uint64_t magic;
     uint32_t version;
@@ -105,6 +132,7 @@ struct sim_state {
     struct sim_device dev[SIM_MAX_DEVICES];
     struct sim_proc proc[SIM_MAX_PROCS];
     struct sim_ctx ctx[SIM_MAX_CTXS];
+    struct sim_residency res;
 };
 
 #endif /* TGS_SIM_STATE_H */

@@ -119,6 +119,7 @@ static void reclaim_slot(int slot)
                                                                        : dv->managed_used;
         p->dev[d].mem_used = 0;
         p->dev[d].managed_used = 0;
+        sim_res_drop_proc_locked(slot, d);
         for (int c = 0; c < SIM_MAX_CTXS; c++) {
             struct sim_ctx *cx = &st->ctx[c];
             if (cx->in_use && cx->proc == slot && cx->dev == d) {

@@ -17,12 +17,14 @@ import click
 from tgs.controller.auth import write_keypair
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
-from .common import client_error, controller_options, make_client, unavailable
+from .common import client_error, controller_options, fail, make_client, unavailable
 from .params import DEVICE, JOB_NAME, WEIGHT, AsciiFloat, Group
 from .sizes import SIZE, SIZE_OR_UNLIMITED
 from .view import CLEAR, job_processes, jobs_text, status_text, top_frame
 
 PROG = "tgsctl"
+MEM_TOTAL_PRODUCTION = ("--mem-total (oversubscription) is for opportunistic jobs only: "
+                        "production memory stays on the GPU")
 T = TypeVar("T")
 
 
@@ -81,10 +83,13 @@ def ls_cmd(ctx: click.Context, as_json: bool) -> None:
               help="New memory quota (a size, or 'unlimited').")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]), default=None)
 @click.option("--weight", type=WEIGHT, default=None)
+@click.option("--mem-total", type=SIZE, default=None,
+              help="Oversubscription: what an opportunistic job may hold in all, resident or "
+                   "on the host (0 = off; docs/oversubscription.md).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
-            weight: int | None, as_json: bool) -> None:
+            weight: int | None, mem_total: int | None, as_json: bool) -> None:
     """Change a job live: its processes see the new quota and rate within one period.
 
     A quota below the current usage refuses new allocations; existing ones stay."""
@@ -95,8 +100,13 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
         changes["priority"] = priority
     if weight is not None:
         changes["weight"] = weight
+    if mem_total is not None:
+        if priority == "production" and mem_total:
+            fail(PROG, MEM_TOTAL_PRODUCTION)
+        changes["mem_total"] = mem_total
     if not changes:
-        raise click.UsageError("nothing to change: give --mem, --priority or --weight")
+        raise click.UsageError("nothing to change: give --mem, --priority, --weight or "
+                               "--mem-total")
     info = _call(ctx, lambda c: c.set(job, **changes))["job"]
     if as_json:
         _dump({"job": info})
@@ -110,16 +120,21 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
               default="opportunistic", show_default=True)
 @click.option("--weight", type=WEIGHT, default=1, show_default=True)
 @click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
+@click.option("--mem-total", type=SIZE, default=None,
+              help="Oversubscription: what the (opportunistic) job may hold in all; --mem is "
+                   "then what it may keep resident (docs/oversubscription.md).")
 @click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
 @click.option("--ephemeral", is_flag=True, help="Remove the job when its last process ends.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int | None,
-            device: int | str, ephemeral: bool, as_json: bool) -> None:
+            mem_total: int | None, device: int | str, ephemeral: bool, as_json: bool) -> None:
     """Register a job (for containers: then `tgs-inject cdi/k8s --job JOB`)."""
+    if mem_total and priority == "production":
+        fail(PROG, MEM_TOTAL_PRODUCTION)
     reply = _call(ctx, lambda c: c.register(job, priority=priority, weight=weight,
                                             mem_quota=mem, device=device,
-                                            ephemeral=ephemeral))
+                                            ephemeral=ephemeral, mem_total=mem_total or 0))
     if as_json:
         _dump({k: reply[k] for k in ("job", "segment", "shim", "env") if k in reply})
     else:

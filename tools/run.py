@@ -61,29 +61,39 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
               help="Share among opportunistic jobs.")
 @click.option("--mem", type=SIZE, default=None,
               help="GPU memory quota: 512MiB, 8GiB, 8G, 1.5GiB or bytes (default: unlimited).")
+@click.option("--mem-total", type=SIZE, default=None,
+              help="Oversubscription (opportunistic jobs): what the job may hold in all, on "
+                   "the GPU or in host memory; --mem is then what it may keep resident.")
 @click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def cli(name: str | None, priority: str, weight: int, mem: int | None, device: int | str,
-        standalone: bool, controller: str | None, timeout: float, server_key: str | None,
-        client_key: str | None, cmd: tuple[str, ...]) -> None:
+def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total: int | None,
+        device: int | str, standalone: bool, controller: str | None, timeout: float,
+        server_key: str | None, client_key: str | None, cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
     The job is registered with the controller and lives exactly as long as CMD's process
     tree (its lease, inherited by every process CMD starts; see docs/usage.md), CMD runs
     with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
     when signal N killed it)."""
+    if mem_total and priority == "production":
+        fail(PROG, "--mem-total (oversubscription) is for opportunistic jobs only: "
+             "production memory stays on the GPU")
+    if mem_total and standalone:
+        fail(PROG, "--mem-total needs the controller (not --standalone)")
     with Supervisor() as sup:
         keys = (server_key, client_key)
-        sys.exit(_run(sup, name, priority, weight, mem, device, standalone, controller,
-                      timeout, keys, list(cmd)))
+        sys.exit(_run(sup, name, priority, weight, (mem, mem_total or 0), device, standalone,
+                      controller, timeout, keys, list(cmd)))
 
 
-def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int | None,
-         device: int | str, standalone: bool, controller: str | None, timeout: float,
-         keys: tuple[str | None, str | None], cmd: list[str]) -> int:
+def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
+         mems: tuple[int | None, int], device: int | str, standalone: bool,
+         controller: str | None, timeout: float, keys: tuple[str | None, str | None],
+         cmd: list[str]) -> int:
+    mem, mem_total = mems
     if standalone:
         try:
             env = standalone_env(os.environ, mem)
@@ -94,7 +104,8 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int, mem: int
     client = make_client(controller, timeout, *keys, PROG)
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
-                                device=device, ephemeral=True, lease_uid=os.geteuid())
+                                device=device, ephemeral=True, lease_uid=os.geteuid(),
+                                mem_total=mem_total)
     except ControllerUnavailable as exc:
         client.close()
         unavailable(PROG, exc, " (or use --standalone for a static quota)")

@@ -41,6 +41,7 @@ static void device_memory(unsigned int i, unsigned long long *total, unsigned lo
         if (m && __atomic_load_n(&p->in_use, __ATOMIC_ACQUIRE) && !nvml_slot_alive(s))
             u -= m < u ? m : u; /* dead, not reaped yet */
     }
+    u += __atomic_load_n(&st->res.resident[i], __ATOMIC_RELAXED); /* managed, on the device */
     *used = u < *total ? u : *total;
 }
 

@@ -172,7 +172,13 @@ struct tgs_ctl_header {
     uint64_t control_seq;
     uint32_t gate_flags;    /* TGS_GATE_* */
     uint32_t gate_max_wait_us; /* an opportunistic launch waits at most this long for production to go idle */
-    uint64_t pad[4];
+    uint64_t mem_total;     /* oversubscription (docs/oversubscription.md): 0 = off; else an
+                             * OPPORTUNISTIC job's device allocations become managed memory,
+                             * admitted against mem_total (what it may hold in all) instead of
+                             * mem_quota; allocations past mem_quota (what it may keep resident)
+                             * are advised to prefer the host.  Ignored for production jobs.
+                             * Was pad[0]: the layout and TGS_SEG_VERSION are unchanged. */
+    uint64_t pad[3];
 };
 
 /* One lane = one cache line, written by one thread of the owning process. */

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._header import const, ffi
+from .header import const, ffi
 
 CTL_MAGIC = const("TGS_CTL_MAGIC")
 VERSION = const("TGS_SEG_VERSION")

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._header import const, ffi
 from .atomic_file import write_atomically
 from .control import NAME_MAX, SegmentError, set_str
+from .header import const, ffi
 
 DEV_MAGIC = const("TGS_DEV_MAGIC")
 DEV_VERSION = const("TGS_DEV_VERSION")

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._header import const, ffi
 from .atomic_file import write_atomically
 from .control import NAME_MAX, set_str
+from .header import const, ffi
 
 PUB_MAGIC = const("TGS_PUB_MAGIC")
 VERSION = const("TGS_SEG_VERSION")

@@ -11,7 +11,7 @@ import click
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LeaseError
 from tgs.controller.lease import take as take_lease
-from tgs.intercept.locate import _prepend_preload, find_shim
+from tgs.intercept import injection_env
 
 from .common import (
     EXIT_USAGE,
@@ -30,25 +30,16 @@ PROG = "tgs-run"
 
 
 def job_env(base: Mapping[str, str], reply_env: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: ours plus the register reply's (LD_PRELOAD prepended)."""
-    env = dict(base)
-    for key, value in reply_env.items():
-        if key == "LD_PRELOAD":
-            env[key] = _prepend_preload(env.get(key, ""), value)
-        else:
-            env[key] = value
-    if "LD_PRELOAD" not in reply_env:      # a controller without a shim path: use ours
-        env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), str(find_shim()))
+    """The child's environment: ours plus the register reply's, through the exported
+    injection_env (the reply's LD_PRELOAD prepended, or our shim when it names none)."""
+    rest = {k: v for k, v in reply_env.items() if k != "LD_PRELOAD"}
+    env = injection_env(rest.get("TGS_SEGMENT"), reply_env.get("LD_PRELOAD"), base)
+    env.update(rest)
     return env
 
 
 def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
-    env = dict(base)
-    env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), str(find_shim()))
-    env.pop("TGS_SEGMENT", None)
-    if mem is not None:
-        env["TGS_MEM_LIMIT"] = str(mem)
-    return env
+    return injection_env(None, base=base, mem_limit=None if mem is None else str(mem))
 
 
 @click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 # The gate flags are the shim's (segment.h TGS_GATE_*, bound by tgs.intercept): FIT, with WAIT,
 # lets through only kernels predicted to end within production's idle gap.
-from tgs.intercept.control import GATE_PUBLISH
+from tgs.intercept.control import GATE_FIT as GATE_FIT
+from tgs.intercept.control import GATE_PUBLISH as GATE_PUBLISH
+from tgs.intercept.control import GATE_WAIT as GATE_WAIT
 
 PRODUCTION = "production"
 OPPORTUNISTIC = "opportunistic"

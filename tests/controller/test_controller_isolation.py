@@ -127,7 +127,7 @@ def test_read_lock_layout_matches_flock() -> None:
 
     from tgs.intercept import ofd
     assert struct.calcsize("hhqqi4x") == 32
-    assert ofd._flock(fcntl.F_WRLCK, 5) == struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 5, 1, 0)
+    assert ofd.lock_request(fcntl.F_WRLCK, 5) == struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 5, 1, 0)
 
 
 def test_busy_count_left_by_dead_processes_is_discounted(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import re
 from tgs.controller import protocol
 from tgs.controller.policy import base
 from tgs.intercept import control, segment
-from tgs.intercept._header import const, ffi
+from tgs.intercept.header import const, ffi
 
 
 def _array_len(struct: str, field: str) -> int:

@@ -377,7 +377,7 @@ def test_hostile_futex_wakes_do_not_make_the_waiter_spin(probe_bin: Path, tmp_pa
                                                          shim_env: dict[str, str]) -> None:
     """A production tenant that stays busy and bumps/wakes its own idle_futex in a tight loop:
     the opportunistic launch it holds sleeps out its steps instead of spinning on the wakes."""
-    from tgs.intercept._header import ffi
+    from tgs.intercept.header import ffi
 
     src, waker = tmp_path / "waker.c", tmp_path / "waker"
     src.write_text(_WAKER)

@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from tgs.bench.simstate import SIM_MAX_DEVICES, SimState, default_path
+from tgs.intercept.simstate import SIM_MAX_DEVICES, SimState, default_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = ROOT / "build" / "sim"

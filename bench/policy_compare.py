@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tgs.bench.simstate import read_state
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.controller.client import Client, ControllerUnavailable
+from tgs.intercept.simstate import read_state
 
 ROOT = Path(__file__).resolve().parents[1]
 PROD = dict(kernels=4, kernel_us=1000, gap_ms=3, name="prod")

@@ -88,12 +88,12 @@ def _env_bytes(text: str, default: int) -> int:
 
 
 def sim_devices() -> list[Device]:
-    """The simulated GPUs: from the simulator's state file (bench.simstate, TGS_SIM_STATE)
+    """The simulated GPUs: from the simulator's state file (tgs.intercept.simstate, TGS_SIM_STATE)
     when it exists, else from the environment the simulator reads when it creates the file
     (TGS_SIM_DEVICES, TGS_SIM_MEM).  UUIDs are "GPU-sim-<index>" (the simulator derives its
     own from a per-file seed; register by index on simulated GPUs)."""
     try:
-        from tgs.bench import simstate
+        from tgs.intercept import simstate
         snap = simstate.read_state()
         return [Device(d.index, f"GPU-sim-{d.index}", "TGS simulated GPU", int(d.mem_total),
                        "sim") for d in snap.devices]

@@ -183,7 +183,7 @@ def offsets() -> dict[str, int]:
 
 
 def main() -> None:
-    """Print a snapshot (python -m tgs.bench.simstate [path])."""
+    """Print a snapshot (python -m tgs.intercept.simstate [path])."""
     import sys
 
     snap = read_state(sys.argv[1] if len(sys.argv) > 1 else None)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tgs.intercept import device, segment
+from tgs.intercept.simstate import STATE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "bench" / "overhead"
@@ -56,7 +57,7 @@ def build() -> tuple[Path, Path]:
 def _env(lib_dir: Path, shim: bool, seg: Path | None, state: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TGS_", "LD_PRELOAD"))}
     env["LD_LIBRARY_PATH"] = str(lib_dir)
-    env["TGS_SIM_STATE"] = str(state)
+    env[STATE_ENV] = str(state)
     if shim:
         env["LD_PRELOAD"] = str(SHIM)
         if seg is not None:

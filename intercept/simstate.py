@@ -1,11 +1,13 @@
-"""Read-only view of the simulator's shared state file (sim/sim_state.h).
+"""The simulator's facts for Python: its state file's path, the environment it reads when it
+creates that file, and the file's layout (sim/sim_state.h).
 
-The simulated driver keeps one state file per simulated device set
-(TGS_SIM_STATE, default /dev/shm/tgs-sim-<uid>).  This module mirrors the C
-layout with ctypes (tests/sim checks the offsets against the C compiler) and
-exposes per-device busy time and memory, and per-process busy time, for tools
-and the controller.  Counters advance lazily: they are exact as of each
-device's ``t_last_ns`` (CLOCK_MONOTONIC), the last time any process touched it.
+The simulated driver keeps one state file per simulated device set (``STATE_ENV``, default
+/dev/shm/tgs-sim-<uid>).  This module is the only Python copy of those facts: the layout below
+mirrors the C header with ctypes, and tests/sim/test_simstate_layout.py compiles the header to
+prove every size, offset and constant equal.  ``read_state`` maps the file (benchmarks, tests,
+tools); ``read_devices`` reads it with pread only (the controller: in simulated mode a tenant
+may write or truncate it).  Counters advance lazily: they are exact as of each device's
+``t_last_ns`` (CLOCK_MONOTONIC), the last time any process touched it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import ctypes
 import fcntl
 import mmap
 import os
-import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from .ofd import F_OFD_GETLK, lock_request, lock_type
 
 SIM_STATE_MAGIC = 0x314D4953534754
 SIM_STATE_VERSION = 1
@@ -25,6 +30,47 @@ SIM_MAX_CTXS = 256
 SIM_RING = 2048
 SIM_MARKER_RING = 512
 SIM_LOCK_SLOT_BASE = 0
+
+# The environment the simulator reads (sim/state.c, sim/env.c; docs/simulator.md).
+STATE_ENV = "TGS_SIM_STATE"        # state file: an absolute path, else the default below
+DEVICES_ENV = "TGS_SIM_DEVICES"    # devices of a new state file: 1..SIM_MAX_DEVICES
+MEM_ENV = "TGS_SIM_MEM"            # memory per device of a new state file (bytes, 16GiB, ...)
+DEFAULT_DEVICES = 1
+DEFAULT_MEM = 16 << 30
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def state_path(env: Mapping[str, str] | None = None) -> Path:
+    """The state file the simulator uses under ``env`` (default: ours): STATE_ENV when it is an
+    absolute path, else /dev/shm/tgs-sim-<uid> (the simulator's own rule)."""
+    value = (os.environ if env is None else env).get(STATE_ENV)
+    return Path(value) if value and value.startswith("/") else \
+        Path(f"/dev/shm/tgs-sim-{os.getuid()}")
+
+
+def default_path() -> str:
+    return str(state_path())
+
+
+def env_bytes(text: str, default: int) -> int:
+    """A size as the simulator reads TGS_SIM_MEM: bytes or K/M/G/T with optional (i)B."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    try:
+        unit = t[-1] if t and t[-1] in _UNITS else ""
+        return int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
+    except (ValueError, IndexError):
+        return default
+
+
+def env_devices(env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(devices, memory per device) a new state file would get under ``env``."""
+    e = os.environ if env is None else env
+    try:
+        n = max(1, min(SIM_MAX_DEVICES, int(e.get(DEVICES_ENV, str(DEFAULT_DEVICES)))))
+    except ValueError:
+        n = DEFAULT_DEVICES
+    return n, env_bytes(e.get(MEM_ENV, ""), DEFAULT_MEM)
+
 
 u32, i32, u64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64
 
@@ -111,26 +157,18 @@ class SimSnapshot:
     processes: list[ProcessInfo]
 
 
-def default_path() -> str:
-    env = os.environ.get("TGS_SIM_STATE")
-    if env and env.startswith("/"):
-        return env
-    return f"/dev/shm/tgs-sim-{os.getuid()}"
-
-
 def _slot_alive(fd: int, slot: int) -> bool:
     """True when some process holds slot's OFD lock (F_OFD_GETLK)."""
-    getlk = getattr(fcntl, "F_OFD_GETLK", 36)
-    req = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, SIM_LOCK_SLOT_BASE + slot, 1, 0)
     try:
-        res = fcntl.fcntl(fd, getlk, req)
+        res = fcntl.fcntl(fd, F_OFD_GETLK, lock_request(fcntl.F_WRLCK, SIM_LOCK_SLOT_BASE + slot))
     except OSError:
         return True
-    return struct.unpack("hhqqi4x", res)[0] != fcntl.F_UNLCK
+    return lock_type(res) != fcntl.F_UNLCK
 
 
 def read_state(path: str | os.PathLike[str] | None = None) -> SimSnapshot:
-    """Snapshot of a state file; raises FileNotFoundError or ValueError."""
+    """Snapshot of a state file (mapped; trusted callers); raises FileNotFoundError or
+    ValueError."""
     p = str(path) if path is not None else default_path()
     size = ctypes.sizeof(SimState)
     fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
@@ -161,25 +199,60 @@ def read_state(path: str | os.PathLike[str] | None = None) -> SimSnapshot:
         os.close(fd)
 
 
+_DEV_OFF = SimState.dev.offset
+_DEV_SIZE = ctypes.sizeof(SimDevice)
+
+
+def read_devices(path: str | os.PathLike[str]) -> dict[int, tuple[int, int, int]] | None:
+    """{index: (mem_total, mem_used, busy_ns)} of a state file, None if it is not one.
+
+    Read with one pread, never mapped: in simulated mode every container gets this file
+    read-write (as a real GPU is shared), so a tenant may truncate it under the reader."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        buf = os.pread(fd, _DEV_OFF + SIM_MAX_DEVICES * _DEV_SIZE, 0)
+        if len(buf) < _DEV_OFF + SIM_MAX_DEVICES * _DEV_SIZE:
+            return None
+        h = SimHeader.from_buffer_copy(buf)
+        if h.magic != SIM_STATE_MAGIC or h.version != SIM_STATE_VERSION or \
+                not 0 < h.ndevices <= SIM_MAX_DEVICES:
+            return None
+        out = {}
+        for i in range(h.ndevices):
+            d = SimDevice.from_buffer_copy(buf, _DEV_OFF + i * _DEV_SIZE)
+            out[i] = (int(d.mem_total), int(d.mem_used), int(d.busy_ns))
+        return out
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+STRUCTS: dict[str, type[ctypes.Structure]] = {
+    "sim_item": SimItem, "sim_marker": SimMarker, "sim_ctx": SimCtx,
+    "sim_proc_dev": SimProcDev, "sim_proc": SimProc, "sim_device": SimDevice,
+    "sim_header": SimHeader, "sim_state": SimState,
+}
+CONSTANTS = {
+    "SIM_STATE_MAGIC": SIM_STATE_MAGIC, "SIM_STATE_VERSION": SIM_STATE_VERSION,
+    "SIM_MAX_DEVICES": SIM_MAX_DEVICES, "SIM_MAX_PROCS": SIM_MAX_PROCS,
+    "SIM_MAX_CTXS": SIM_MAX_CTXS, "SIM_RING": SIM_RING, "SIM_MARKER_RING": SIM_MARKER_RING,
+    "SIM_LOCK_SLOT_BASE": SIM_LOCK_SLOT_BASE,
+}
+
+
 def offsets() -> dict[str, int]:
-    """Layout facts that tests compare with the C compiler's."""
-    return {
-        "sizeof(struct sim_state)": ctypes.sizeof(SimState),
-        "sizeof(struct sim_ctx)": ctypes.sizeof(SimCtx),
-        "sizeof(struct sim_proc)": ctypes.sizeof(SimProc),
-        "sizeof(struct sim_device)": ctypes.sizeof(SimDevice),
-        "offsetof(struct sim_state, dev)": SimState.dev.offset,
-        "offsetof(struct sim_state, proc)": SimState.proc.offset,
-        "offsetof(struct sim_state, ctx)": SimState.ctx.offset,
-        "offsetof(struct sim_device, mem_total)": SimDevice.mem_total.offset,
-        "offsetof(struct sim_device, busy_ns)": SimDevice.busy_ns.offset,
-        "offsetof(struct sim_device, kernels_done)": SimDevice.kernels_done.offset,
-        "offsetof(struct sim_device, last_reap_ns)": SimDevice.last_reap_ns.offset,
-        "offsetof(struct sim_ctx, items)": SimCtx.items.offset,
-        "offsetof(struct sim_ctx, markers)": SimCtx.markers.offset,
-        "offsetof(struct sim_proc, dev)": SimProc.dev.offset,
-        "offsetof(struct sim_header, uuid_seed)": SimHeader.uuid_seed.offset,
-    }
+    """Every size and field offset of the mirrored layout, keyed by the C expression that
+    gives it (tests compile these against sim_state.h)."""
+    out: dict[str, int] = {}
+    for cname, cls in STRUCTS.items():
+        out[f"sizeof(struct {cname})"] = ctypes.sizeof(cls)
+        for fname, *_ in cls._fields_:
+            out[f"offsetof(struct {cname}, {fname})"] = getattr(cls, fname).offset
+    return out
 
 
 def main() -> None:
@@ -199,4 +272,6 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["DeviceInfo", "ProcessInfo", "SimSnapshot", "default_path", "read_state", "offsets"]
+__all__ = ["CONSTANTS", "DEFAULT_DEVICES", "DEFAULT_MEM", "DEVICES_ENV", "MEM_ENV", "STATE_ENV",
+           "STRUCTS", "DeviceInfo", "ProcessInfo", "SimSnapshot", "default_path", "env_bytes",
+           "env_devices", "offsets", "read_devices", "read_state", "state_path"]

@@ -61,3 +61,21 @@ def test_tgs_run_uses_the_exported_injection_env() -> None:
     text = (ROOT / "tools" / "run.py").read_text()
     assert "injection_env" in text
     assert "LD_PRELOAD\"] =" not in text and "prepend_preload" not in text
+
+
+def test_controller_and_intercept_do_not_import_the_benchmarks() -> None:
+    """The benchmarks use the controller, never the other way round."""
+    for pkg in ("controller", "intercept", "tools"):
+        for p in (ROOT / pkg).rglob("*.py"):
+            tree = ast.parse(p.read_text(), str(p))
+            mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+            mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            assert not [m for m in mods if m.startswith("tgs.bench")], p
+
+
+def test_one_module_spells_the_simulators_state_path() -> None:
+    owner = ROOT / "intercept" / "simstate.py"
+    for pkg in sorted(PACKAGES):
+        for p in (ROOT / pkg).rglob("*.py"):
+            if p != owner:
+                assert "/dev/shm/tgs-sim" not in p.read_text(), p

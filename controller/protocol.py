@@ -16,6 +16,8 @@ from typing import Any, Union
 
 from tgs.intercept.control import MAX_SLOTS, NAME_MAX, UUID_MAX
 
+from .replies import Reply  # the reply objects (typed, one per docs/protocol.md table)
+
 PROTOCOL_VERSION = 1           # "v" of every message: the major version
 PROTOCOL_MINOR = 1             # 1.1: deadline_ms, expired, lease_uid, when_idle (docs/protocol.md)
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
@@ -294,8 +296,9 @@ def encode(obj: dict[str, Any]) -> bytes:
     return json.dumps(_clean(obj), separators=(",", ":"), allow_nan=False).encode()
 
 
-def ok_reply(req_id: str | None, **fields: Any) -> bytes:
-    return encode({"v": PROTOCOL_VERSION, "id": req_id, "ok": True, **fields})
+def ok_reply(req_id: str | None, reply: Reply) -> bytes:
+    """A success reply: the envelope and the fields of ``reply`` (replies.py)."""
+    return encode({"v": PROTOCOL_VERSION, "id": req_id, "ok": True, **reply.to_dict()})
 
 
 def error_reply(req_id: str | None, code: str, message: str) -> bytes:

@@ -14,7 +14,6 @@ from tgs.controller.lease import take as take_lease
 from tgs.intercept import injection_env
 
 from .common import (
-    EXIT_USAGE,
     client_error,
     controller_options,
     fail,
@@ -22,7 +21,7 @@ from .common import (
     make_client,
     unavailable,
 )
-from .params import DEVICE, JOB_NAME, WEIGHT, Command
+from .params import DEVICE, EXIT_WRAPPER, JOB_NAME, WEIGHT, Command
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
@@ -42,7 +41,7 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
     return injection_env(None, base=base, mem_limit=None if mem is None else str(mem))
 
 
-@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],
+@click.command(PROG, cls=Command, context_settings={"help_option_names": ["-h", "--help"],
                                             "allow_interspersed_args": False})
 @click.option("--name", type=JOB_NAME,
               help="Job name (default: the command's basename + a random suffix).")
@@ -147,4 +146,4 @@ def main() -> None:
     cli(prog_name=PROG)
 
 
-__all__ = ["EXIT_USAGE", "cli", "main"]
+__all__ = ["EXIT_WRAPPER", "cli", "main"]

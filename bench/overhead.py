@@ -18,11 +18,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tgs.intercept import device, segment
+from tgs.intercept import devseg, segment
 from tgs.intercept.simstate import STATE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "bench" / "overhead"
+SRC = ROOT / "bench" / "csrc" / "overhead"
 OUT = ROOT / "build" / "bench"
 SHIM = ROOT / "build" / "libtgs.so"
 SIM_DIR = ROOT / "build" / "sim"
@@ -129,7 +129,7 @@ def main() -> None:
         seg.close()
         seg = segment.create(tmp / "prod.seg", "prod", nslots=8, gate_flags=segment.GATE_PUBLISH)
         seg.close()
-        device.create_device(tmp, 0).close()
+        devseg.create_device(tmp, 0).close()
         rows = measure(exe, stub_dir, "stub", tmp / "bench.seg", tmp, args.rounds, args.batches,
                        args.batch)
         if (SIM_DIR / "libcuda.so.1").exists():

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from tgs.intercept import segment as iseg
-from tgs.intercept.device import DeviceSegment, DevJob
+from tgs.intercept.devseg import DeviceSegment, DevJob
 
 from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
 from .registry import Job, Registry

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tgs.intercept import control as ictl
 from tgs.intercept import segment as iseg
-from tgs.intercept.device import DeviceSegment, create_device, device_segment_path, open_device
+from tgs.intercept.devseg import DeviceSegment, create_device, device_segment_path, open_device
 from tgs.intercept.header import ffi
 from tgs.intercept.pub import create_pub, pub_path
 from tgs.intercept.tenant import (

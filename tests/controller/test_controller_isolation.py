@@ -134,16 +134,16 @@ def test_busy_count_left_by_dead_processes_is_discounted(tmp_path: Path) -> None
     """A production pub whose busy count stays above its live busy processes (processes that
     died busy, or a lie) gets the excess as busy_bias in the device table; when the count comes
     back, so does the bias."""
-    from tgs.intercept import device
+    from tgs.intercept import devseg
 
     with daemon(tmp_path) as d:
         c = d.client()
         seg = c.register("prod", priority="production")["segment"]
         c.register("opp")
-        dev_path = device.device_segment_path(Path(seg).parent, 0)
+        dev_path = devseg.device_segment_path(Path(seg).parent, 0)
 
-        def table() -> dict[str, device.DevJob]:
-            with device.open_device(dev_path) as dv:
+        def table() -> dict[str, devseg.DevJob]:
+            with devseg.open_device(dev_path) as dv:
                 return {j.name: j for j in dv.jobs()}
 
         assert wait_for(lambda: set(table()) == {"prod", "opp"})

@@ -53,7 +53,7 @@ def test_no_hand_copies_of_contract_numbers_in_python() -> None:
     assert not re.search(r"^GATE_\w+\s*=\s*\d", text, re.M)
     text = (root / "controller" / "protocol.py").read_text()
     assert not re.search(r"^MAX_SLOTS\s*=\s*\d", text, re.M)
-    for mod in ("pub.py", "device.py", "control.py"):
+    for mod in ("pub.py", "devseg.py", "control.py"):
         text = (root / "intercept" / mod).read_text()
         assert "[:63]" not in text and "(64 - len" not in text, mod
 

@@ -64,7 +64,7 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, device: i
     The job is registered with the controller and lives exactly as long as CMD's process
     tree (its lease, inherited by every process CMD starts; see docs/usage.md), CMD runs
     with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
-    when signal N killed it)."""
+    when signal N killed it); tgs-run's own failures exit 125, a CMD that cannot run 126/127."""
     with Supervisor() as sup:
         keys = (server_key, client_key)
         sys.exit(_run(sup, name, priority, weight, mem, device, standalone, controller,

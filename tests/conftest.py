@@ -102,6 +102,7 @@ def no_leaks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     tmp_path_factory.getbasetemp()            # pytest's own temp root stays where it was
     mark = f"{os.getpid()}-{secrets.token_hex(4)}"
     private = tempfile.mkdtemp(prefix="tgs-t-")         # short: ipc paths hold 107 bytes
+    os.chmod(private, 0o711)                  # other users traverse it, as they do /tmp
     saved = {k: os.environ.get(k) for k in (LEAK_MARK, "TMPDIR")}
     saved_tempdir = tempfile.tempdir
     os.environ[LEAK_MARK] = mark

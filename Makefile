@@ -16,8 +16,8 @@ NVML_SRC  := $(wildcard sim/nvml/*.c)
 NVML_HDR  := $(wildcard sim/nvml/*.h)
 SHIM_SRC  := $(wildcard libshim/*.c)
 SHIM_HDR  := $(wildcard libshim/*.h)
-WL_SRC    := $(wildcard bench/workload/*.c)
-WL_HDR    := $(wildcard bench/workload/*.h)
+WL_SRC    := $(wildcard bench/csrc/workload/*.c)
+WL_HDR    := $(wildcard bench/csrc/workload/*.h)
 
 TARGETS :=
 ifneq ($(SIM_SRC),)

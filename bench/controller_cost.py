@@ -85,7 +85,7 @@ def run(seconds: float, jobs: int, procs: int, period: float) -> dict[str, float
                 nxt += period
                 time.sleep(max(0.0, nxt - time.monotonic()))
             wall, cpu = time.monotonic() - t0, time.process_time() - c0
-            live = sum(j.stats.get("processes", 0) for j in reg.jobs.values())
+            live = sum(j.stats.processes for j in reg.jobs.values() if j.stats is not None)
         finally:
             stop.set()
             child.join(10)

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tgs.intercept import device, segment
+from tgs.intercept import devseg, segment
 
 from .overhead import CFLAGS, OUT, SHIM, SRC, build
 
@@ -51,9 +51,9 @@ def main() -> None:
         opp = segment.create(tmp / "opp.seg", "opp", nslots=4,
                              priority=segment.PRIORITY_OPPORTUNISTIC,
                              gate_flags=segment.GATE_WAIT, gate_max_wait_us=1_000_000)
-        dev = device.create_device(tmp, 0)
-        dev.set_jobs([device.DevJob("prod", segment.PRIORITY_PRODUCTION, 1),
-                      device.DevJob("opp", segment.PRIORITY_OPPORTUNISTIC, 2)])
+        dev = devseg.create_device(tmp, 0)
+        dev.set_jobs([devseg.DevJob("prod", segment.PRIORITY_PRODUCTION, 1),
+                      devseg.DevJob("opp", segment.PRIORITY_OPPORTUNISTIC, 2)])
         base = {k: v for k, v in os.environ.items() if not k.startswith(("TGS_", "LD_PRELOAD"))}
         base.update(LD_LIBRARY_PATH=str(stub_dir), LD_PRELOAD=str(SHIM))
         secs = args.gaps * (args.busy_us + args.gap_us) / 1e6 + 1.0

@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from tgs.bench.simstate import SIM_MAX_DEVICES, SimState, default_path
+from tgs.intercept.simstate import SIM_MAX_DEVICES, STATE_ENV, SimState, default_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = ROOT / "build" / "sim"
@@ -93,7 +93,7 @@ def job_env(gpu: str, sim_state: Path | None) -> dict[str, str]:
     if gpu == "sim":
         if sim_state is None:
             raise ValueError("the simulator needs a state file path")
-        env["TGS_SIM_STATE"] = str(sim_state)
+        env[STATE_ENV] = str(sim_state)
         old = env.get("LD_LIBRARY_PATH")
         env["LD_LIBRARY_PATH"] = f"{SIM_DIR}:{old}" if old else str(SIM_DIR)
     return env

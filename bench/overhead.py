@@ -18,10 +18,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tgs.intercept import device, segment
+from tgs.intercept import devseg, segment
+from tgs.intercept.simstate import STATE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "bench" / "overhead"
+SRC = ROOT / "bench" / "csrc" / "overhead"
 OUT = ROOT / "build" / "bench"
 SHIM = ROOT / "build" / "libtgs.so"
 SIM_DIR = ROOT / "build" / "sim"
@@ -56,7 +57,7 @@ def build() -> tuple[Path, Path]:
 def _env(lib_dir: Path, shim: bool, seg: Path | None, state: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TGS_", "LD_PRELOAD"))}
     env["LD_LIBRARY_PATH"] = str(lib_dir)
-    env["TGS_SIM_STATE"] = str(state)
+    env[STATE_ENV] = str(state)
     if shim:
         env["LD_PRELOAD"] = str(SHIM)
         if seg is not None:
@@ -128,7 +129,7 @@ def main() -> None:
         seg.close()
         seg = segment.create(tmp / "prod.seg", "prod", nslots=8, gate_flags=segment.GATE_PUBLISH)
         seg.close()
-        device.create_device(tmp, 0).close()
+        devseg.create_device(tmp, 0).close()
         rows = measure(exe, stub_dir, "stub", tmp / "bench.seg", tmp, args.rounds, args.batches,
                        args.batch)
         if (SIM_DIR / "libcuda.so.1").exists():

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tgs.bench.simstate import read_state
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.controller.client import Client, ControllerUnavailable
+from tgs.intercept.simstate import STATE_ENV, read_state
 
 ROOT = Path(__file__).resolve().parents[1]
 PROD = dict(kernels=4, kernel_us=1000, gap_ms=3, name="prod")
@@ -64,7 +64,7 @@ def compare(policy: str, seconds: float, base: Path, prod_gap_ms: float = 3.0,
             opp_kernel_us: float = 200.0, opp_cost: float | None = None) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TGS_", "LD_PRELOAD"))}
     state = base / f"sim-{policy}"
-    env["TGS_SIM_STATE"] = str(state)
+    env[STATE_ENV] = str(state)
     env["LD_LIBRARY_PATH"] = str(ROOT / "build" / "sim")
     prod = WorkloadSpec(seconds=seconds, **{**PROD, "gap_ms": prod_gap_ms})  # type: ignore[arg-type]
     # the opportunistic job launches ~4 ms of work per synchronize whatever its kernel size

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from tgs.bench import simstate
+from tgs.intercept import simstate
 
 cu = C.CDLL("libcuda.so.1")
 u64, vp = C.c_uint64, C.c_void_p

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from tgs.intercept import simstate
+
 log = logging.getLogger(__name__)
-SIM_DEFAULT_MEM = 16 << 30
 
 
 @dataclass(frozen=True)
@@ -75,35 +75,18 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def _env_bytes(text: str, default: int) -> int:
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    try:
-        unit = t[-1] if t and t[-1] in _UNITS else ""
-        return int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
-    except (ValueError, IndexError):
-        return default
-
-
 def sim_devices() -> list[Device]:
-    """The simulated GPUs: from the simulator's state file (bench.simstate, TGS_SIM_STATE)
+    """The simulated GPUs: from the simulator's state file (tgs.intercept.simstate, TGS_SIM_STATE)
     when it exists, else from the environment the simulator reads when it creates the file
     (TGS_SIM_DEVICES, TGS_SIM_MEM).  UUIDs are "GPU-sim-<index>" (the simulator derives its
     own from a per-file seed; register by index on simulated GPUs)."""
     try:
-        from tgs.bench import simstate
         snap = simstate.read_state()
         return [Device(d.index, f"GPU-sim-{d.index}", "TGS simulated GPU", int(d.mem_total),
                        "sim") for d in snap.devices]
     except Exception as exc:
         log.debug("simulator state not readable (%s): using its environment", exc)
-    try:
-        n = max(1, min(8, int(os.environ.get("TGS_SIM_DEVICES", "1"))))
-    except ValueError:
-        n = 1
-    mem = _env_bytes(os.environ.get("TGS_SIM_MEM", ""), SIM_DEFAULT_MEM)
+    n, mem = simstate.env_devices()
     return [Device(i, f"GPU-sim-{i}", "TGS simulated GPU", mem, "sim") for i in range(n)]
 
 

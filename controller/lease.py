@@ -22,14 +22,12 @@ import fcntl
 import logging
 import os
 import stat
-import struct
 import time
 from pathlib import Path
 
+from tgs.intercept.ofd import F_OFD_GETLK, F_OFD_SETLK, lock_request, lock_type
+
 log = logging.getLogger(__name__)
-F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
-F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
-_FLOCK = struct.Struct("hhqqi4x")            # struct flock, LP64 Linux
 LEASE_BYTE = 0
 LEASE_GRACE = 30.0                           # s: a lease nobody ever took
 
@@ -39,7 +37,7 @@ class LeaseError(Exception):
 
 
 def _flock(kind: int) -> bytes:
-    return _FLOCK.pack(kind, os.SEEK_SET, LEASE_BYTE, 1, 0)
+    return lock_request(kind, LEASE_BYTE)
 
 
 class Lease:
@@ -96,7 +94,7 @@ class Lease:
                 log.error("lease %s: cannot test it (%s): keeping the job", self.path, exc)
                 self._failed = True
             return True
-        return _FLOCK.unpack(out)[0] != fcntl.F_UNLCK
+        return lock_type(out) != fcntl.F_UNLCK
 
     def expired(self, live: bool) -> bool:
         """The job's end: nobody holds the lease and no process is live, after it was used

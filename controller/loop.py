@@ -16,13 +16,13 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from tgs.intercept import segment as iseg
-from tgs.intercept.device import DeviceSegment, DevJob
+from tgs.intercept.devseg import DeviceSegment, DevJob
 
 from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
 from .registry import Job, Registry
+from .replies import JobStats, LoopStatus, MetricsEntry
 from .segments import JobSeg, SlotSample
 
 log = logging.getLogger(__name__)
@@ -105,16 +105,17 @@ class ControlLoop:
             t.gate = t.defaults = None
         self._publish_devices()
 
-    def status(self) -> dict[str, Any]:
-        return {"policy": self.policy.name, "period_ms": round(self.period * 1000, 3),
-                "steps": self.steps, "overruns": self.overruns, "dead_seen": self.dead_seen,
-                "busy_bias_changes": self.bias_changes,
-                "loop_ms_avg": round(1000 * self.busy_s / self.steps, 3) if self.steps else 0.0,
-                "loop_cpu_s": round(self.cpu_s, 3),
-                "policy_state": {str(k): v for k, v in self.policy.notes.items()}}
+    def status(self) -> LoopStatus:
+        return LoopStatus(
+            policy=self.policy.name, period_ms=round(self.period * 1000, 3), steps=self.steps,
+            overruns=self.overruns, dead_seen=self.dead_seen,
+            busy_bias_changes=self.bias_changes,
+            loop_ms_avg=round(1000 * self.busy_s / self.steps, 3) if self.steps else 0.0,
+            loop_cpu_s=round(self.cpu_s, 3),
+            policy_state={str(k): v for k, v in self.policy.notes.items()})
 
     # ------------------------------------------------------------ the period
-    def step(self, now: float) -> list[dict[str, Any]]:
+    def step(self, now: float) -> list[MetricsEntry]:
         t0, c0 = time.perf_counter(), time.process_time()
         dt = self.period if self.last is None else max(1e-3, now - self.last)
         self.last = now
@@ -293,29 +294,27 @@ class ControlLoop:
                     tr.masks.pop(s.slot, None)
 
     def _stats(self, job: Job, sig: JobSignals, live: list[SlotSample],
-               dec: Decision | None) -> dict[str, Any]:
+               dec: Decision | None) -> MetricsEntry:
         seg = job.seg
-        damaged = seg.damaged if isinstance(seg, JobSeg) else None
-        st = {
-            "processes": sig.nproc,
-            "mem_used": min(iseg.QUOTA_UNLIMITED, sum(s.mem_used for s in live)),
-            "segment_damaged": damaged,
-            "work_rate": round(sig.work_rate, 1), "launch_rate": round(sig.launch_rate, 1),
-            "throttled_frac": round(sig.throttled_frac, 4), "inflight": sig.inflight,
-            "rate": None if dec is None or dec.rate is None else round(dec.rate, 1),
-            "inflight_cap": dec.inflight_cap if dec else None,
-            "gate": dec.gate if dec else None,
-            "gate_max_wait_us": dec.gate_max_wait_us if dec else None,
-            "control": dec.reason if dec else None,
-        }
         tr = self.tracks.get(job.rec.name)
-        if tr is not None:
-            st["work_total"] = tr.work_total
-            st["launches_total"] = tr.launches_total
-            st["throttled_s_total"] = tr.throttled_ns_total / 1e9
+        st = JobStats(
+            processes=sig.nproc,
+            mem_used=min(iseg.QUOTA_UNLIMITED, sum(s.mem_used for s in live)),
+            segment_damaged=seg.damaged if isinstance(seg, JobSeg) else None,
+            work_rate=round(sig.work_rate, 1), launch_rate=round(sig.launch_rate, 1),
+            throttled_frac=round(sig.throttled_frac, 4), inflight=sig.inflight,
+            rate=None if dec is None or dec.rate is None else round(dec.rate, 1),
+            inflight_cap=dec.inflight_cap if dec else None,
+            gate=dec.gate if dec else None,
+            gate_max_wait_us=dec.gate_max_wait_us if dec else None,
+            control=dec.reason if dec else None,
+            work_total=tr.work_total if tr else None,
+            launches_total=tr.launches_total if tr else None,
+            throttled_s_total=tr.throttled_ns_total / 1e9 if tr else None,
+        )
         job.stats = st
-        return {"name": job.rec.name, "priority": job.rec.priority,
-                "device": job.rec.device_index, "state": job.rec.state, **st}
+        return MetricsEntry(job.rec.name, job.rec.priority, job.rec.device_index,
+                            job.rec.state, st)
 
     def _lifecycle(self, jobs: list[Job], signals: list[JobSignals]) -> None:
         """running while a process lives; done when the last one left (ephemeral: removed)."""

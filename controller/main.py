@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,6 +19,7 @@ from .devices import DeviceError, discover
 from .loop import ControlLoop
 from .policy import POLICIES, make_policy
 from .registry import Registry
+from .replies import DaemonInfo
 from .server import Handler, Server
 from .state import StateError, StateStore, default_state_dir
 
@@ -116,9 +118,9 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
             raise click.ClickException(f"metrics: {exc}") from exc
     endpoints = [paths.control_endpoint(runtime_dir)]
     secure = [paths.listen_endpoint(x) for x in listen]
-    info = {"state_dir": str(state_dir), "segment_dir": str(seg_dir),
-            "runtime_dir": str(runtime_dir), "endpoints": endpoints + secure,
-            "metrics": paths.metrics_endpoint(runtime_dir)}
+    info = DaemonInfo(state_dir=str(state_dir), segment_dir=str(seg_dir),
+                      runtime_dir=str(runtime_dir), endpoints=endpoints + secure,
+                      metrics=paths.metrics_endpoint(runtime_dir))
     ctx = zmq.Context()
     guard = None
     if secure:
@@ -127,10 +129,10 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
         except (OSError, KeyFileError) as exc:
             ctx.term()
             raise click.ClickException(f"--listen needs CurveZMQ keys: {exc}") from exc
-        info.update(curve_endpoints=secure, curve_public_key=guard.public.decode(),
-                    curve_authorized_dir=str(guard.authorized))
+        info = replace(info, curve_endpoints=secure, curve_public_key=guard.public.decode(),
+                       curve_authorized_dir=str(guard.authorized))
     try:
-        server = Server(Handler(registry, engine, info), endpoints, info["metrics"],
+        server = Server(Handler(registry, engine, info), endpoints, info.metrics,
                         secure, guard, ctx)
     except Exception as exc:
         if guard is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from .gpustats import GpuSample, GpuSampler
 from .registry import Registry
+from .replies import GpuInfo, LoopStatus, MetricsEntry
 from .server import Engine
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class MetricsTap:
         self.sampler = sampler
         self.totals: dict[str, JobTotals] = {}
         self.snapshot = Snapshot()
-        self.extra: dict[str, Any] = {}
+        self.metrics_url: str | None = None      # set by MetricsServer
         self._last: float | None = None
         self._last_gpu = float("-inf")
 
@@ -64,15 +65,12 @@ class MetricsTap:
     def idle(self, name: str) -> bool:
         return self.loop.idle(name)
 
-    def status(self) -> dict[str, Any]:
-        st = dict(self.loop.status())
-        st["gpus"] = [{"index": s.index, "uuid": uuid, "utilization": s.utilization,
-                       "mem_used": s.mem_used, "mem_total": s.mem_total, "jobs_mem_used": mem}
-                      for s, uuid, mem in self.snapshot.gpus]
-        st.update(self.extra)
-        return st
+    def status(self) -> LoopStatus:
+        gpus = [GpuInfo(s.index, uuid, s.utilization, s.mem_used, s.mem_total, mem)
+                for s, uuid, mem in self.snapshot.gpus]
+        return replace(self.loop.status(), gpus=gpus, metrics_url=self.metrics_url)
 
-    def step(self, now: float) -> list[dict[str, Any]]:
+    def step(self, now: float) -> list[MetricsEntry]:
         out = self.loop.step(now)
         try:
             self._record(now)
@@ -84,13 +82,16 @@ class MetricsTap:
         self._last = now
         jobs = []
         for name, job in self.registry.jobs.items():
-            info = job.info()
+            info = job.info().to_dict()
             tot = self.totals.setdefault(name, JobTotals())
             st = job.stats
             # exact counter totals from the loop (monotonic while the job exists)
-            tot.throttled_s = float(st.get("throttled_s_total", tot.throttled_s))
-            tot.work_units = float(st.get("work_total", tot.work_units))
-            tot.launches = float(st.get("launches_total", tot.launches))
+            if st is not None and st.throttled_s_total is not None:
+                tot.throttled_s = float(st.throttled_s_total)
+            if st is not None and st.work_total is not None:
+                tot.work_units = float(st.work_total)
+            if st is not None and st.launches_total is not None:
+                tot.launches = float(st.launches_total)
             jobs.append(info)
         for gone in set(self.totals) - set(self.registry.jobs):
             del self.totals[gone]
@@ -103,7 +104,7 @@ class MetricsTap:
                 for s in self.sampler.last]
         totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches)
                   for k, v in self.totals.items()}
-        self.snapshot = Snapshot(jobs, totals, gpus, dict(self.loop.status()))
+        self.snapshot = Snapshot(jobs, totals, gpus, self.loop.status().to_dict())
 
 
 class TgsCollector(Collector):
@@ -183,7 +184,7 @@ class MetricsServer:
         res = start_http_server(port, addr=addr, registry=self.registry)
         self.httpd, self.thread = res if isinstance(res, tuple) else (None, None)
         self.port = self.httpd.server_port if self.httpd is not None else port
-        tap.extra["metrics_url"] = f"http://{addr}:{self.port}/metrics"
+        tap.metrics_url = f"http://{addr}:{self.port}/metrics"
 
     def close(self) -> None:
         if self.httpd is not None:

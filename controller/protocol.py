@@ -14,15 +14,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
+from tgs.intercept.control import MAX_SLOTS, NAME_MAX, UUID_MAX
+
+from .replies import Reply  # the reply objects (typed, one per docs/protocol.md table)
+
 PROTOCOL_VERSION = 1           # "v" of every message: the major version
 PROTOCOL_MINOR = 1             # 1.1: deadline_ms, expired, lease_uid, when_idle (docs/protocol.md)
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
 MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
 MAX_ID_LEN = 64
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")   # fits job_name[64] with NUL
-UUID_RE = re.compile(r"[A-Za-z0-9-]{1,47}\Z")                # fits device_uuid[48]
+# Sized from segment.h (TGS_SEG_NAME_MAX, TGS_SEG_UUID_MAX): a name or UUID fits its field with NUL.
+NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX - 2}}}\Z")
+UUID_RE = re.compile(rf"[A-Za-z0-9-]{{1,{UUID_MAX - 1}}}\Z")
 MAX_WEIGHT = 1000
-MAX_SLOTS = 128                # TGS_SEG_MAX_SLOTS
 DEFAULT_SLOTS = 32
 MAX_QUOTA = (1 << 63) - 1
 PRIORITIES = ("production", "opportunistic")
@@ -217,7 +221,8 @@ def parse_payload(payload: bytes) -> Request:
 
 
 def _name(f: _Fields) -> str:
-    return f.string("name", NAME_RE, "a job name: 1-63 of [A-Za-z0-9._-], not starting with . - _")
+    return f.string("name", NAME_RE,
+                    f"a job name: 1-{NAME_MAX - 1} of [A-Za-z0-9._-], not starting with . - _")
 
 
 def _deadline(f: _Fields) -> int | None:
@@ -296,8 +301,9 @@ def encode(obj: dict[str, Any]) -> bytes:
     return json.dumps(_clean(obj), separators=(",", ":"), allow_nan=False).encode()
 
 
-def ok_reply(req_id: str | None, **fields: Any) -> bytes:
-    return encode({"v": PROTOCOL_VERSION, "id": req_id, "ok": True, **fields})
+def ok_reply(req_id: str | None, reply: Reply) -> bytes:
+    """A success reply: the envelope and the fields of ``reply`` (replies.py)."""
+    return encode({"v": PROTOCOL_VERSION, "id": req_id, "ok": True, **reply.to_dict()})
 
 
 def error_reply(req_id: str | None, code: str, message: str) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from . import protocol as P
 from .devices import Device, find
 from .lease import Lease, LeaseError
 from .records import RecordError, check_record
+from .replies import JobInfo, JobStats
 from .state import ControllerState, JobRecord, StateStore
 
 log = logging.getLogger(__name__)
@@ -38,17 +39,14 @@ class SegmentFactory(Protocol):
 class Job:
     rec: JobRecord
     seg: JobSegmentHandle | None
-    stats: dict[str, Any] = field(default_factory=dict)   # filled by the loop
+    stats: JobStats | None = None                         # filled by the loop
     lease: Lease | None = None                            # tgs-run's jobs (lease.py)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JobInfo:
         r = self.rec
-        return {
-            "name": r.name, "priority": r.priority, "weight": r.weight,
-            "mem_quota": r.mem_quota, "device": r.device_index, "device_uuid": r.device_uuid,
-            "ephemeral": r.ephemeral, "nslots": r.nslots, "segment": r.segment,
-            "state": r.state, "created": r.created, "mem_total": r.mem_total, **self.stats,
-        }
+        return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
+                       r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
+                       self.stats)
 
 
 class Registry:

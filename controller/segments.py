@@ -18,22 +18,22 @@ from pathlib import Path
 
 from tgs.intercept import control as ictl
 from tgs.intercept import segment as iseg
-from tgs.intercept._header import ffi
-from tgs.intercept.device import DeviceSegment, create_device, device_segment_path, open_device
+from tgs.intercept.devseg import DeviceSegment, create_device, device_segment_path, open_device
+from tgs.intercept.header import ffi
 from tgs.intercept.pub import create_pub, pub_path
 from tgs.intercept.tenant import (
-    _STATE,
     HEADER_SIZE,
     LANES,
     PLAUSIBLE_BYTES,
     SLOT_ACTIVE,
     SLOT_SIZE,
+    SLOT_STATE,
     PubRead,
     SegReader,
     open_tenant_file,
+    packed_struct,
     read_pub,
 )
-from tgs.intercept.tenant import _packed as packed_struct
 
 from .state import JobRecord
 
@@ -140,7 +140,7 @@ class JobSeg:
         ctl_mm, locked = self.ctl.mm, self.reader.locked
         for i in range(self.nslots):
             off = HEADER_SIZE + i * SLOT_SIZE
-            if _STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
+            if SLOT_STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
                 continue
             w = _SLOT.unpack_from(buf, off)
             gen = w[I_GEN]

@@ -17,6 +17,18 @@ import zmq
 
 from . import protocol as P
 from .registry import Registry
+from .replies import (
+    DaemonInfo,
+    DeviceInfo,
+    ListReply,
+    LoopStatus,
+    MetricsEntry,
+    MetricsMessage,
+    RegisterReply,
+    SetReply,
+    StatusReply,
+    UnregisterReply,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +41,8 @@ class Engine(Protocol):
 
     period: float
 
-    def step(self, now: float) -> list[dict[str, Any]]: ...
-    def status(self) -> dict[str, Any]: ...
+    def step(self, now: float) -> list[MetricsEntry]: ...
+    def status(self) -> LoopStatus: ...
     def on_change(self) -> None: ...
     def idle(self, name: str) -> bool: ...     # no lease holder and no live process
 
@@ -38,7 +50,7 @@ class Engine(Protocol):
 class Handler:
     """Frames in, frames out: everything about one request, without sockets."""
 
-    def __init__(self, registry: Registry, engine: Engine, info: dict[str, Any]) -> None:
+    def __init__(self, registry: Registry, engine: Engine, info: DaemonInfo) -> None:
         self.registry = registry
         self.engine = engine
         self.info = info            # static facts for status (policy, dirs, endpoints...)
@@ -76,33 +88,31 @@ class Handler:
         if isinstance(req, P.Register):
             job = reg.register(req)
             self.engine.on_change()
-            return P.ok_reply(req.id, job=job.info(), **reg.launch_info(job))
+            return P.ok_reply(req.id, RegisterReply(job.info(), **reg.launch_info(job)))
         if isinstance(req, P.Unregister):
             if req.when_idle and req.name in reg.jobs and not self.engine.idle(req.name):
-                return P.ok_reply(req.id, removed=False)     # the loop removes it when idle
+                return P.ok_reply(req.id, UnregisterReply(removed=False))   # the loop will
             reg.unregister(req)
             self.engine.on_change()
-            return P.ok_reply(req.id, removed=True)
+            return P.ok_reply(req.id, UnregisterReply(removed=True))
         if isinstance(req, P.Set):
             job = reg.update(req)
             self.engine.on_change()
-            return P.ok_reply(req.id, job=job.info())
+            return P.ok_reply(req.id, SetReply(job.info()))
         if isinstance(req, P.List):
-            return P.ok_reply(req.id, jobs=[j.info() for j in reg.jobs.values()])
+            return P.ok_reply(req.id, ListReply([j.info() for j in reg.jobs.values()]))
         if isinstance(req, P.Status):
-            return P.ok_reply(req.id, **self.status())
+            return P.ok_reply(req.id, self.status())
         raise P.ProtocolError(P.E_UNKNOWN_TYPE, "unhandled message type", req.id)
 
-    def status(self) -> dict[str, Any]:
-        return {
-            "protocol": P.PROTOCOL_VERSION, "protocol_minor": P.PROTOCOL_MINOR,
-            "pid": os.getpid(),
-            "uptime_s": round(time.time() - self.started, 3),
-            "devices": [d.to_dict() for d in self.registry.devices],
-            "jobs": len(self.registry.jobs),
-            "requests": self.served, "request_errors": self.errors,
-            **self.info, **self.engine.status(),
-        }
+    def status(self) -> StatusReply:
+        return StatusReply(
+            protocol=P.PROTOCOL_VERSION, protocol_minor=P.PROTOCOL_MINOR, pid=os.getpid(),
+            uptime_s=round(time.time() - self.started, 3),
+            devices=[DeviceInfo(d.index, d.uuid, d.name, d.mem_total, d.kind)
+                     for d in self.registry.devices],
+            jobs=len(self.registry.jobs), requests=self.served, request_errors=self.errors,
+            daemon=self.info, loop=self.engine.status())
 
 
 class Server:
@@ -189,11 +199,11 @@ class Server:
             except zmq.ZMQError as exc:   # peer gone or its queue full: drop the reply
                 log.debug("reply dropped: %s", exc)
 
-    def _publish(self, metrics: list[dict[str, Any]]) -> None:
+    def _publish(self, metrics: list[MetricsEntry]) -> None:
         if not metrics:
             return
         try:
-            self.pub.send_multipart([b"metrics", P.encode({"t": time.time(), "jobs": metrics})],
-                                    zmq.NOBLOCK)
+            msg = MetricsMessage(time.time(), metrics).to_dict()
+            self.pub.send_multipart([b"metrics", P.encode(msg)], zmq.NOBLOCK)
         except zmq.ZMQError:
             pass

@@ -10,7 +10,7 @@ reads tenant-owned files only through ``tenant`` (pread, validated, clamped).
 """
 
 from .control import ControlSegment, SegmentError, SlotDefaults, ctl_path, open_control
-from .device import DeviceSegment, DevJob, create_device, device_segment_path, open_device
+from .devseg import DeviceSegment, DevJob, create_device, device_segment_path, open_device
 from .locate import find_shim, injection_env
 from .pub import Pub, create_pub, open_pub, pub_path
 from .segment import Segment, SlotCounters, create, open_segment

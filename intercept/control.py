@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._header import const, ffi
+from .header import const, ffi
 
 CTL_MAGIC = const("TGS_CTL_MAGIC")
 VERSION = const("TGS_SEG_VERSION")
@@ -60,7 +60,8 @@ def ctl_path(seg: str | os.PathLike[str]) -> Path:
     return p.with_suffix(".ctl") if p.suffix == ".seg" else p.with_name(p.name + ".ctl")
 
 
-def _set_str(field: Any, text: str, size: int) -> None:
+def set_str(field: Any, text: str, size: int = NAME_MAX) -> None:
+    """Store text in a char[size] field, truncated to leave room for the NUL, zero-padded."""
     raw = text.encode()[: size - 1]
     ffi().memmove(field, raw + b"\0" * (size - len(raw)), size)
 
@@ -70,8 +71,8 @@ def fill_ident(i: Any, magic: int, header_size: int, slot_size: int, nslots: int
     i.magic, i.version, i.header_size, i.slot_size = magic, VERSION, header_size, slot_size
     i.total_size = header_size + nslots * slot_size
     i.nslots, i.lanes, i.device_index, i.created_ns = nslots, LANES, device_index, created_ns
-    _set_str(i.job_name, job_name, NAME_MAX)
-    _set_str(i.device_uuid, device_uuid, UUID_MAX)
+    set_str(i.job_name, job_name, NAME_MAX)
+    set_str(i.device_uuid, device_uuid, UUID_MAX)
 
 
 def build_ctl(job_name: str, device_index: int, device_uuid: str, nslots: int, created_ns: int,

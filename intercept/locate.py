@@ -41,7 +41,7 @@ def find_shim() -> Path:
     )
 
 
-def _prepend_preload(existing: str, lib: str) -> str:
+def prepend_preload(existing: str, lib: str) -> str:
     # ld.so accepts ':' or whitespace as separators; keep the others, drop duplicates of ours.
     parts = [p for p in existing.replace(":", " ").split() if p]
     same = {lib, os.path.realpath(lib)}
@@ -64,7 +64,7 @@ def injection_env(
     """
     env = dict(os.environ if base is None else base)
     lib = str(Path(shim_path) if shim_path is not None else find_shim())
-    env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), lib)
+    env["LD_PRELOAD"] = prepend_preload(env.get("LD_PRELOAD", ""), lib)
     if segment_path is not None:
         env["TGS_SEGMENT"] = str(segment_path)
     else:

@@ -32,15 +32,21 @@ F_OFD_SETLK: int = getattr(fcntl, "F_OFD_SETLK", 37)
 F_OFD_SETLKW: int = getattr(fcntl, "F_OFD_SETLKW", 38)
 
 
-def _flock(kind: int, byte: int) -> bytes:
+def lock_request(kind: int, byte: int) -> bytes:
+    """The struct flock for fcntl(F_OFD_*) on one byte (kind: F_WRLCK, F_UNLCK, ...)."""
     fl = _Flock(l_type=kind, l_whence=os.SEEK_SET, l_start=byte, l_len=1, l_pid=0)
     return bytes(fl)
+
+
+def lock_type(reply: bytes) -> int:
+    """l_type of a struct flock that fcntl(F_OFD_GETLK) returned (F_UNLCK: nobody holds it)."""
+    return int(_Flock.from_buffer_copy(reply).l_type)
 
 
 def try_lock(fd: int, byte: int) -> bool:
     """Take a write lock on one byte without waiting; False if someone else holds it."""
     try:
-        fcntl.fcntl(fd, F_OFD_SETLK, _flock(fcntl.F_WRLCK, byte))
+        fcntl.fcntl(fd, F_OFD_SETLK, lock_request(fcntl.F_WRLCK, byte))
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.EACCES):
             return False
@@ -52,17 +58,17 @@ def lock(fd: int, byte: int) -> None:
     """Take a write lock on one byte, waiting (the kernel frees a dead holder's lock)."""
     while True:
         try:
-            fcntl.fcntl(fd, F_OFD_SETLKW, _flock(fcntl.F_WRLCK, byte))
+            fcntl.fcntl(fd, F_OFD_SETLKW, lock_request(fcntl.F_WRLCK, byte))
             return
         except InterruptedError:
             continue
 
 
 def unlock(fd: int, byte: int) -> None:
-    fcntl.fcntl(fd, F_OFD_SETLK, _flock(fcntl.F_UNLCK, byte))
+    fcntl.fcntl(fd, F_OFD_SETLK, lock_request(fcntl.F_UNLCK, byte))
 
 
 def is_locked(fd: int, byte: int) -> bool:
     """True if another open file description holds a lock on the byte."""
-    out = fcntl.fcntl(fd, F_OFD_GETLK, _flock(fcntl.F_WRLCK, byte))
+    out = fcntl.fcntl(fd, F_OFD_GETLK, lock_request(fcntl.F_WRLCK, byte))
     return _Flock.from_buffer_copy(out).l_type != fcntl.F_UNLCK

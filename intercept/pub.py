@@ -13,8 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._header import const, ffi
 from .atomic_file import write_atomically
+from .control import NAME_MAX, set_str
+from .header import const, ffi
 
 PUB_MAGIC = const("TGS_PUB_MAGIC")
 VERSION = const("TGS_SEG_VERSION")
@@ -37,8 +38,7 @@ def pub_bytes(job_name: str) -> bytes:
     f = ffi()
     p = f.cast("struct tgs_pub *", f.from_buffer(buf))
     p.magic, p.version, p.size = PUB_MAGIC, VERSION, PUB_SIZE
-    raw = job_name.encode()[:63]
-    f.memmove(p.job_name, raw + b"\0" * (64 - len(raw)), 64)
+    set_str(p.job_name, job_name, NAME_MAX)
     del p
     return bytes(buf)
 

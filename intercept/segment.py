@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from . import ofd
-from ._header import const, ffi
 from .atomic_file import write_atomically
 from .control import (
     CTL_HEADER_SIZE,
@@ -43,6 +42,7 @@ from .control import (
     fill_ident,
     open_control,
 )
+from .header import const, ffi
 from .pub import create_pub, pub_path
 
 MAGIC = const("TGS_SEG_MAGIC")

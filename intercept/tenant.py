@@ -17,9 +17,9 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._header import const, ffi
 from .control import SegmentError
-from .ofd import F_OFD_GETLK, _flock
+from .header import const, ffi
+from .ofd import F_OFD_GETLK, lock_request, lock_type
 
 _F = ffi()
 SEG_MAGIC = const("TGS_SEG_MAGIC")
@@ -32,10 +32,10 @@ HEADER_SIZE = _F.sizeof("struct tgs_seg_header")
 SLOT_SIZE = _F.sizeof("struct tgs_slot")
 PUB_SIZE = _F.sizeof("struct tgs_pub")
 PLAUSIBLE_BYTES = 1 << 50        # no GPU has a PiB: a larger mem_used is a lie, clamped
-_STATE = struct.Struct("<I")
+SLOT_STATE = struct.Struct("<I")   # a slot's first word: its TGS_SLOT_* state
 
 
-def _packed(items: list[tuple[int, str, str]]) -> tuple[struct.Struct, list[str]]:
+def packed_struct(items: list[tuple[int, str, str]]) -> tuple[struct.Struct, list[str]]:
     """A Struct extracting (offset, code, name) items in offset order, pad bytes between."""
     fmt, pos, names = "<", 0, []
     for off, code, name in sorted(items):
@@ -51,11 +51,11 @@ def _off(s: str, f: str) -> int:
     return int(_F.offsetof(s, f))
 
 
-_IDENT, _ = _packed([(_off("struct tgs_ident", f), c, f) for f, c in (
+_IDENT, _ = packed_struct([(_off("struct tgs_ident", f), c, f) for f, c in (
     ("magic", "Q"), ("version", "I"), ("header_size", "I"), ("total_size", "Q"),
     ("slot_size", "I"), ("nslots", "I"), ("lanes", "I"), ("created_ns", "Q"),
     ("job_name", "64s"))])
-_LEDGER, _ = _packed([(_off("struct tgs_seg_header", f), c, f) for f, c in (
+_LEDGER, _ = packed_struct([(_off("struct tgs_seg_header", f), c, f) for f, c in (
     ("mem_used", "Q"), ("mem_peak", "Q"), ("ledger_dirty", "I"), ("retired_launches", "Q"),
     ("retired_work", "Q"), ("retired_throttled_ns", "Q"))])
 
@@ -68,7 +68,7 @@ def _slot_struct() -> tuple[struct.Struct, list[str]]:
     for k in range(LANES):
         for f, c in (("launches", "Q"), ("work", "Q"), ("throttled_ns", "Q")):
             items.append((lanes + k * lane + _off("struct tgs_lane", f), c, f"{f}{k}"))
-    return _packed(items)
+    return packed_struct(items)
 
 
 _SLOT, _NAMES = _slot_struct()
@@ -76,7 +76,7 @@ _LANE0 = _NAMES.index("launches0")
 (I_STATE, I_PID, I_GEN, I_COMM, I_MEM, I_INFLIGHT, I_OOM, I_ALLOC, I_DEVACT) = (
     _NAMES.index(n) for n in ("state", "pid", "generation", "comm", "mem_used", "inflight_work",
                               "oom_count", "alloc_count", "dev_active"))
-_PUB, _PUB_NAMES = _packed([(_off("struct tgs_pub", f), c, f) for f, c in (
+_PUB, _PUB_NAMES = packed_struct([(_off("struct tgs_pub", f), c, f) for f, c in (
     ("magic", "Q"), ("version", "I"), ("size", "I"), ("job_name", "64s"), ("busy", "Q"),
     ("idle_since_ns", "Q"), ("busy_seq", "Q"), ("gap_pred_ns", "Q"))])
 
@@ -135,7 +135,7 @@ class SegReader:
         self._name = job_name.encode()[:63]
         self._created = created_ns
         self.size = HEADER_SIZE + nslots * SLOT_SIZE
-        self._getlk = [_flock(fcntl.F_WRLCK, LOCK_SLOT_BASE + i) for i in range(nslots)]
+        self._getlk = [lock_request(fcntl.F_WRLCK, LOCK_SLOT_BASE + i) for i in range(nslots)]
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], nslots: int, job_name: str,
@@ -148,7 +148,7 @@ class SegReader:
             out = fcntl.fcntl(self.fd, F_OFD_GETLK, self._getlk[i])
         except OSError:
             return False
-        return bool(_STATE.unpack_from(out, 0)[0] & 0xFFFF != fcntl.F_UNLCK)
+        return lock_type(out) != fcntl.F_UNLCK
 
     def _ident_problem(self, buf: bytes) -> str | None:
         (magic, version, hsize, total, ssize, nslots, lanes, created, name) = \
@@ -181,7 +181,7 @@ class SegReader:
                       retired=(r0, r1, r2))
         for i in range(self.nslots):
             off = HEADER_SIZE + i * SLOT_SIZE
-            if _STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
+            if SLOT_STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
                 continue
             w = _SLOT.unpack_from(buf, off)
             lanes = w[_LANE0:]

@@ -10,10 +10,12 @@ socket or the API server the plugin falls back to its defaults (see docs/kuberne
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import logging
 import os
+import shutil
 import ssl
 import tempfile
 import urllib.error
@@ -87,6 +89,7 @@ class ApiServer:
     cert_file: str | None = None                  # client certificate and key (kubeconfig)
     key_file: str | None = None
     insecure: bool = False                        # insecure-skip-tls-verify (kubeconfig)
+    private_dir: str | None = None                # inline *-data written here (close())
 
     @classmethod
     def from_kubeconfig(cls, path: str, context: str | None = None) -> ApiServer:
@@ -130,10 +133,21 @@ class ApiServer:
             token = (base / user["tokenFile"]).read_text().strip()
         if not cluster.get("server"):
             raise PodInfoError(f"kubeconfig {path}: the cluster has no server")
-        return cls(str(cluster["server"]), token, file_of(cluster, "certificate-authority"),
-                   cert_file=file_of(user, "client-certificate"),
-                   key_file=file_of(user, "client-key"),
-                   insecure=bool(cluster.get("insecure-skip-tls-verify")))
+        api = cls(str(cluster["server"]), token, file_of(cluster, "certificate-authority"),
+                  cert_file=file_of(user, "client-certificate"),
+                  key_file=file_of(user, "client-key"),
+                  insecure=bool(cluster.get("insecure-skip-tls-verify")))
+        if private:                               # key material: removed at exit at the latest
+            api.private_dir = str(private[0])
+            atexit.register(api.close)
+        return api
+
+    def close(self) -> None:
+        """Remove the files inline kubeconfig data was written to (the client is unusable
+        for TLS afterwards)."""
+        if self.private_dir is not None:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+            self.private_dir = None
 
     def _ssl(self) -> ssl.SSLContext | None:
         if not self.url.startswith("https"):

@@ -4,7 +4,7 @@
  * Every process that names the same file shares one simulated device set.
  * The file is created complete (under a temporary name, then linked into
  * place), so a reader that sees SIM_STATE_MAGIC sees initialised devices.
- * Readers outside the simulator (bench/simstate.py) only read: counters are
+ * Readers outside the simulator (intercept/simstate.py) only read: counters are
  * updated lazily, as of each device's t_last_ns (CLOCK_MONOTONIC).
  *
  * Locks: each device has a robust process-shared mutex guarding that device
@@ -13,7 +13,7 @@
  * SIM_LOCK_SLOT_BASE + i of the file; the kernel drops it when the owner
  * dies, which is how dead processes are found and reclaimed.
  *
- * Layout rules: fixed-size fields only, no pointers; bench/simstate.py
+ * Layout rules: fixed-size fields only, no pointers; intercept/simstate.py
  * mirrors this file and tests/sim checks the offsets agree.
  */
 #ifndef TGS_SIM_STATE_H

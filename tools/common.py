@@ -13,13 +13,12 @@ from tgs.controller import paths
 from tgs.controller.auth import KeyFileError, client_keys
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
-from .params import AsciiFloat
+from .params import EXIT_USAGE, AsciiFloat, own_status
 
 ADDR_ENV = "TGS_CONTROLLER"
 SERVER_KEY_ENV = "TGS_SERVER_KEY"
 CLIENT_KEY_ENV = "TGS_CLIENT_KEY"
 START_HINT = "start one with `tgs-controller --foreground` (see docs/usage.md)"
-EXIT_USAGE = 2
 _NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -59,7 +58,7 @@ def make_client(addr: str | None, timeout: float, server_key: str | None = None,
 
 def fail(prog: str, message: str, code: int = EXIT_USAGE) -> NoReturn:
     click.echo(f"{prog}: error: {message}", err=True)
-    sys.exit(code)
+    sys.exit(own_status(prog, code))
 
 
 def unavailable(prog: str, exc: ControllerUnavailable, extra: str = "") -> NoReturn:

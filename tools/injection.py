@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tgs.controller import paths
+from tgs.intercept import simstate
 from tgs.intercept.control import ctl_path
 from tgs.intercept.locate import find_shim
 from tgs.intercept.pub import pub_path
@@ -82,12 +83,11 @@ def find_sim_lib() -> Path:
 def sim_state_file() -> Path:
     """The simulator's state file, created (by a cuInit in a child) when it does not exist:
     a bind mount needs the file to be there."""
-    env = os.environ.get("TGS_SIM_STATE")
-    path = Path(env) if env and env.startswith("/") else Path(f"/dev/shm/tgs-sim-{os.getuid()}")
+    path = simstate.state_path()
     if not path.exists():
         code = f"import ctypes; ctypes.CDLL({str(find_sim_lib())!r}).cuInit(0)"
         subprocess.run([sys.executable, "-c", code], timeout=30, check=False,
-                       env={**os.environ, "TGS_SIM_STATE": str(path)})
+                       env={**os.environ, simstate.STATE_ENV: str(path)})
         if not path.exists():
             raise InjectError(f"cannot create the simulator's state file {path}")
     return path

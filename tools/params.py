@@ -101,6 +101,16 @@ JOB_NAME = JobName()
 DEVICE = DeviceRef()
 
 
+EXIT_WRAPPER = 125     # a command wrapper's own failure, as env, timeout and podman run use it
+WRAPPERS = frozenset({"tgs-run"})   # tools whose exit status is otherwise their command's
+
+
+def own_status(prog: str, code: int) -> int:
+    """The exit status of a tool's own failure: EXIT_WRAPPER for a wrapper (docs/usage.md),
+    else ``code`` (2 usage or refused, 1 internal)."""
+    return EXIT_WRAPPER if prog in WRAPPERS else code
+
+
 def _one_line(prog: str, exc: click.ClickException) -> None:
     msg = " ".join(exc.format_message().split())
     click.echo(f"{prog}: error: {msg}", err=True)
@@ -108,7 +118,7 @@ def _one_line(prog: str, exc: click.ClickException) -> None:
 
 class _OneLineMain:
     """click's main() with usage errors as one line: `PROG: error: MESSAGE`, exit 2
-    (other ClickExceptions keep their own exit status, 1)."""
+    (other ClickExceptions keep their own exit status, 1; a wrapper's: own_status)."""
 
     def main(self, args: Any = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
@@ -121,10 +131,10 @@ class _OneLineMain:
             rv = base.main(args, prog_name, complete_var, False, **extra)  # type: ignore[misc]
         except click.ClickException as exc:
             _one_line(prog, exc)
-            sys.exit(exc.exit_code)
+            sys.exit(own_status(prog, exc.exit_code))
         except click.Abort:
             click.echo(f"{prog}: aborted", err=True)
-            sys.exit(1)
+            sys.exit(own_status(prog, 1))
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 

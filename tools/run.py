@@ -11,10 +11,9 @@ import click
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LeaseError
 from tgs.controller.lease import take as take_lease
-from tgs.intercept.locate import _prepend_preload, find_shim
+from tgs.intercept import injection_env
 
 from .common import (
-    EXIT_USAGE,
     client_error,
     controller_options,
     fail,
@@ -22,7 +21,7 @@ from .common import (
     make_client,
     unavailable,
 )
-from .params import DEVICE, JOB_NAME, WEIGHT, Command
+from .params import DEVICE, EXIT_WRAPPER, JOB_NAME, WEIGHT, Command
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
@@ -30,28 +29,19 @@ PROG = "tgs-run"
 
 
 def job_env(base: Mapping[str, str], reply_env: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: ours plus the register reply's (LD_PRELOAD prepended)."""
-    env = dict(base)
-    for key, value in reply_env.items():
-        if key == "LD_PRELOAD":
-            env[key] = _prepend_preload(env.get(key, ""), value)
-        else:
-            env[key] = value
-    if "LD_PRELOAD" not in reply_env:      # a controller without a shim path: use ours
-        env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), str(find_shim()))
+    """The child's environment: ours plus the register reply's, through the exported
+    injection_env (the reply's LD_PRELOAD prepended, or our shim when it names none)."""
+    rest = {k: v for k, v in reply_env.items() if k != "LD_PRELOAD"}
+    env = injection_env(rest.get("TGS_SEGMENT"), reply_env.get("LD_PRELOAD"), base)
+    env.update(rest)
     return env
 
 
 def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
-    env = dict(base)
-    env["LD_PRELOAD"] = _prepend_preload(env.get("LD_PRELOAD", ""), str(find_shim()))
-    env.pop("TGS_SEGMENT", None)
-    if mem is not None:
-        env["TGS_MEM_LIMIT"] = str(mem)
-    return env
+    return injection_env(None, base=base, mem_limit=None if mem is None else str(mem))
 
 
-@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],
+@click.command(PROG, cls=Command, context_settings={"help_option_names": ["-h", "--help"],
                                             "allow_interspersed_args": False})
 @click.option("--name", type=JOB_NAME,
               help="Job name (default: the command's basename + a random suffix).")
@@ -77,7 +67,7 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total
     The job is registered with the controller and lives exactly as long as CMD's process
     tree (its lease, inherited by every process CMD starts; see docs/usage.md), CMD runs
     with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
-    when signal N killed it)."""
+    when signal N killed it); tgs-run's own failures exit 125, a CMD that cannot run 126/127."""
     if mem_total and priority == "production":
         fail(PROG, "--mem-total (oversubscription) is for opportunistic jobs only: "
              "production memory stays on the GPU")
@@ -167,4 +157,4 @@ def main() -> None:
     cli(prog_name=PROG)
 
 
-__all__ = ["EXIT_USAGE", "cli", "main"]
+__all__ = ["EXIT_WRAPPER", "cli", "main"]

@@ -75,7 +75,7 @@ WAIT_MAX_US = 200_000     # ... at LEVEL_MIN: the starvation bound is never long
 WAIT_CYCLES = 4           # max wait covers this many production cycles (busy + gap)
 CYCLE_ALPHA = 0.3         # EMA weight of one period's mean production cycle
 THROTTLED = 0.05          # throttled_frac above which a job's rate limit binds
-PROBE = 1.1               # boost growth per period for a rate-bound job while time is spare
+BOOST_GROWTH = 1.1        # boost growth per period for a rate-bound job while time is spare
 UNBOOST = 0.8             # boost decay per period for a GPU-bound job while time is short
 BOOST_MAX = 100.0
 SPARE = 0.9               # the GPU has spare time when jobs use less than this of `avail`
@@ -300,7 +300,7 @@ class AdaptivePolicy(Policy):
         CALIBRATE_S (and whenever the set of jobs changes): all jobs then round-robin,
         so a saturating job had avail/n of the GPU and solo_i = rate_i * n / avail.
         In between, rate_i = weighted share * solo_i * boost_i: a rate-bound job's boost
-        grows (PROBE) while the jobs together use less than SPARE of the available time
+        grows (BOOST_GROWTH) while the jobs together use less than SPARE of the available time
         (work conserving: others leave their share unused), and shrinks back (UNBOOST)
         once it is GPU-bound while the GPU is full.
         """
@@ -330,7 +330,7 @@ class AdaptivePolicy(Policy):
             s = st[j.name]
             if j.throttled_frac > THROTTLED:
                 if spare:                    # it wants more and the GPU has time left
-                    s.boost = min(BOOST_MAX, s.boost * PROBE)
+                    s.boost = min(BOOST_MAX, s.boost * BOOST_GROWTH)
             elif not spare:                  # GPU-bound, not rate-bound: hand back the boost
                 s.boost = max(1.0, s.boost * UNBOOST)
         wsum = sum(j.weight for j in live)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GATE_PUBLISH = 1
-GATE_WAIT = 2
-GATE_FIT = 4      # with WAIT: only kernels predicted to end within production's idle gap
+# The gate flags are the shim's (segment.h TGS_GATE_*, bound by tgs.intercept): FIT, with WAIT,
+# lets through only kernels predicted to end within production's idle gap.
+from tgs.intercept.control import GATE_FIT as GATE_FIT
+from tgs.intercept.control import GATE_PUBLISH as GATE_PUBLISH
+from tgs.intercept.control import GATE_WAIT as GATE_WAIT
+
 PRODUCTION = "production"
 OPPORTUNISTIC = "opportunistic"
 

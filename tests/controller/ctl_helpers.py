@@ -9,10 +9,10 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from tgs.controller.devices import Device
 from tgs.controller.registry import Registry
+from tgs.controller.replies import DaemonInfo, LoopStatus, MetricsEntry
 from tgs.controller.server import Handler
 from tgs.controller.state import JobRecord, StateStore
 
@@ -56,11 +56,12 @@ class FakeEngine:
     def __init__(self) -> None:
         self.changes = 0
 
-    def step(self, now: float) -> list[dict[str, Any]]:
+    def step(self, now: float) -> list[MetricsEntry]:
         return []
 
-    def status(self) -> dict[str, Any]:
-        return {"policy": "fake", "period_ms": 50}
+    def status(self) -> LoopStatus:
+        return LoopStatus(policy="fake", period_ms=50, steps=0, overruns=0, dead_seen=0,
+                          busy_bias_changes=0, loop_ms_avg=0.0, loop_cpu_s=0.0, policy_state={})
 
     def on_change(self) -> None:
         self.changes += 1
@@ -75,7 +76,9 @@ def make_handler(tmp: Path, factory: FakeFactory | None = None) -> Handler:
     reg = Registry(StateStore(tmp / "state"), DEVICES, tmp / "segs", factory or FakeFactory(),
                    {"LD_PRELOAD": "/x/libtgs.so"})
     reg.load()
-    return Handler(reg, FakeEngine(), {"state_dir": str(tmp / "state")})
+    info = DaemonInfo(state_dir=str(tmp / "state"), segment_dir=str(tmp / "segs"),
+                      runtime_dir=str(tmp), endpoints=[], metrics="")
+    return Handler(reg, FakeEngine(), info)
 
 
 # ------------------------------------------------------------------ daemons and fake processes

@@ -9,7 +9,7 @@ import pytest
 from ctl_helpers import daemon
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.controller.policy.base import GATE_FIT, GATE_WAIT
-from tgs.intercept import device, pub
+from tgs.intercept import devseg, pub
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def test_production_keeps_its_speed_and_opportunistic_progresses(
             assert jobs["prod"]["rate"] is None and jobs["prod"]["gate"] == 1
             assert jobs["opp"]["gate"] == GATE_WAIT | GATE_FIT and jobs["opp"]["inflight_cap"] > 0
             seg_dir = Path(penv["TGS_SEGMENT"]).parent
-            with device.open_device(device.device_segment_path(seg_dir, 0)) as dev:
+            with devseg.open_device(devseg.device_segment_path(seg_dir, 0)) as dev:
                 assert [(j.name, j.priority) for j in dev.jobs()] == [("prod", 0), ("opp", 1)]
             with pub.open_pub(pub.pub_path(penv["TGS_SEGMENT"], "prod")) as pp:
                 assert pp.gap_pred_ns > 0 and pp.busy_seq > 100     # production's gap history

@@ -127,23 +127,23 @@ def test_read_lock_layout_matches_flock() -> None:
 
     from tgs.intercept import ofd
     assert struct.calcsize("hhqqi4x") == 32
-    assert ofd._flock(fcntl.F_WRLCK, 5) == struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 5, 1, 0)
+    assert ofd.lock_request(fcntl.F_WRLCK, 5) == struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 5, 1, 0)
 
 
 def test_busy_count_left_by_dead_processes_is_discounted(tmp_path: Path) -> None:
     """A production pub whose busy count stays above its live busy processes (processes that
     died busy, or a lie) gets the excess as busy_bias in the device table; when the count comes
     back, so does the bias."""
-    from tgs.intercept import device
+    from tgs.intercept import devseg
 
     with daemon(tmp_path) as d:
         c = d.client()
         seg = c.register("prod", priority="production")["segment"]
         c.register("opp")
-        dev_path = device.device_segment_path(Path(seg).parent, 0)
+        dev_path = devseg.device_segment_path(Path(seg).parent, 0)
 
-        def table() -> dict[str, device.DevJob]:
-            with device.open_device(dev_path) as dv:
+        def table() -> dict[str, devseg.DevJob]:
+            with devseg.open_device(dev_path) as dv:
                 return {j.name: j for j in dv.jobs()}
 
         assert wait_for(lambda: set(table()) == {"prod", "opp"})

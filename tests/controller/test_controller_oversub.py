@@ -24,7 +24,7 @@ def test_mem_total_survives_a_restart(tmp_path: Path) -> None:
     fac = FakeFactory()
     reg = _reg(tmp_path, fac)
     reg.register(P.Register(id="1", name="opp", mem_quota=GIB, mem_total=4 * GIB))
-    assert reg.jobs["opp"].info()["mem_total"] == 4 * GIB
+    assert reg.jobs["opp"].info().mem_total == 4 * GIB
     again = _reg(tmp_path, fac)
     again.load()
     assert again.jobs["opp"].rec.mem_total == 4 * GIB

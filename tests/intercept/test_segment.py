@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tgs.intercept import control, device, ofd, pub, segment, tenant
+from tgs.intercept import control, devseg, ofd, pub, segment, tenant
 from tgs.intercept.segment import SegmentError, SlotDefaults
 
 pytestmark = pytest.mark.timeout(60)
@@ -211,23 +211,23 @@ def test_read_pub_validates(tmp_path: Path) -> None:
 
 
 def test_device_segment(tmp_path: Path) -> None:
-    with device.create_device(tmp_path, 2) as dev:
+    with devseg.create_device(tmp_path, 2) as dev:
         assert dev.path.name == "device-2.seg" and dev.device_index == 2
         assert stat.S_IMODE(dev.path.stat().st_mode) == 0o644     # read-only for tenants
-        jobs = [device.DevJob("b", 1, 5, gap_mask=3), device.DevJob("a", 0, 4, busy_bias=1)]
+        jobs = [devseg.DevJob("b", 1, 5, gap_mask=3), devseg.DevJob("a", 0, 4, busy_bias=1)]
         assert dev.set_jobs(jobs) and dev.list_seq == 2
         assert dev.jobs() == [jobs[1], jobs[0]]                   # production first
         assert not dev.set_jobs(jobs) and dev.list_seq == 2       # unchanged: not rewritten
         assert dev.set_jobs(jobs[:1]) and dev.list_seq == 4 and dev.jobs() == jobs[:1]
-        assert dev.set_jobs([device.DevJob(f"j{i}", 1) for i in range(40)])
-        assert len(dev.jobs()) == device.MAX_JOBS
+        assert dev.set_jobs([devseg.DevJob(f"j{i}", 1) for i in range(40)])
+        assert len(dev.jobs()) == devseg.MAX_JOBS
     bad = tmp_path / "device-3.seg"
-    bad.write_bytes(b"\0" * device.DEV_SIZE)
+    bad.write_bytes(b"\0" * devseg.DEV_SIZE)
     with pytest.raises(SegmentError):
-        device.open_device(bad)
+        devseg.open_device(bad)
     bad.write_bytes(b"\0" * 7)
     with pytest.raises(SegmentError):
-        device.open_device(bad)
+        devseg.open_device(bad)
 
 
 def test_ofd_lock_conflicts_between_descriptions(tmp_path: Path) -> None:

@@ -46,6 +46,9 @@ def test_kubeconfig_inline_certificates_and_refusals(tmp_path: Path) -> None:
     for f, want in ((api.ca_file, b"ca"), (api.cert_file, b"crt"), (api.key_file, b"key")):
         assert f is not None and Path(f).read_bytes() == want
         assert stat.S_IMODE(Path(f).stat().st_mode) == 0o600
+    api.close()                                           # the key material goes with it
+    assert not any(Path(f).exists() for f in (api.ca_file, api.cert_file, api.key_file)
+                   if f is not None)
     with pytest.raises(podinfo.PodInfoError, match="exec"):
         podinfo.ApiServer.from_kubeconfig(str(_kubeconfig(
             tmp_path, {"server": "https://x"}, {"exec": {"command": "aws"}})))

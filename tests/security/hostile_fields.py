@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from tgs.intercept._header import const, ffi, find_header
+from tgs.intercept.header import const, ffi, find_header
 
 _MAGIC_RE = re.compile(
     r"struct\s+(\w+)\s*\{\s*(?:/\*(?:[^*]|\*(?!/))*\*/\s*)*uint64_t\s+magic;\s*/\*\s*(TGS_\w+)\s*\*/")

@@ -14,8 +14,8 @@ import pytest
 from hostile_fields import find_fields, read_field
 from hostile_stage import OPP, Runner, Stage
 from hostile_window import Outcome
-from tgs.bench.simstate import read_state
-from tgs.intercept._header import const
+from tgs.intercept.header import const
+from tgs.intercept.simstate import read_state
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(120)]
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hostile_stage import ATTACKERS, BASELINE_S, OPP, PROD, IdleProcess, Runner, Stage
 from hostile_window import Outcome, measure
-from tgs.intercept._header import const
+from tgs.intercept.header import const
 from tgs.intercept.segment import RATE_UNLIMITED
 
 pytestmark = [pytest.mark.security, pytest.mark.slow, pytest.mark.timeout(240)]

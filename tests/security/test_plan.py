@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hostile_fields import file_struct
 from hostile_stage import Files, Stage
-from tgs.intercept._header import const
+from tgs.intercept.header import const
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(120)]
 # segment v1 (before issue 10's redesign) shares device-<i>.seg read-write and the controller

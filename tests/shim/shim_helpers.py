@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tgs.intercept import device, pub, segment
+from tgs.intercept import devseg, pub, segment
 
 
 @dataclass
@@ -40,11 +40,11 @@ def finish(p: subprocess.Popen[str], timeout: float = 20) -> None:
         p.wait()
 
 
-def list_jobs(dev: device.DeviceSegment, *segs: segment.Segment,
+def list_jobs(dev: devseg.DeviceSegment, *segs: segment.Segment,
               masks: dict[str, int] | None = None) -> None:
     """Put jobs in the device table as the controller does (name, priority, gap mask)."""
     masks = masks or {}
-    dev.set_jobs([device.DevJob(s.job_name, int(s.ctl.priority), s.control.created_ns,
+    dev.set_jobs([devseg.DevJob(s.job_name, int(s.ctl.priority), s.control.created_ns,
                                 masks.get(s.job_name, 0)) for s in segs])
 
 
@@ -58,7 +58,7 @@ class Played:
     """A device segment listing a production job "prod" whose shims the test plays by writing
     its pub, plus the real jobs listed beside it."""
 
-    dev: device.DeviceSegment
+    dev: devseg.DeviceSegment
     seg: segment.Segment
     pub: pub.Pub
 
@@ -72,7 +72,7 @@ class Played:
 
 
 def play_production(tmp_path: Path, *others: segment.Segment) -> Played:
-    dev = device.create_device(tmp_path, 0)
+    dev = devseg.create_device(tmp_path, 0)
     seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
     list_jobs(dev, seg, *others)
     return Played(dev, seg, own_pub(seg))

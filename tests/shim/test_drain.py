@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from shim_helpers import finish, list_jobs, own_pub, run_probe
-from tgs.intercept import device, segment
+from tgs.intercept import devseg, segment
 from tgs.intercept import pub as ipub
 
 pytestmark = pytest.mark.timeout(90)
@@ -34,7 +34,7 @@ class Prod:
 @pytest.fixture
 def prod(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[Prod]:
     seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
-    dev = device.create_device(tmp_path, 0)
+    dev = devseg.create_device(tmp_path, 0)
     list_jobs(dev, seg)
     pub = own_pub(seg)
     try:

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tgs.bench import simstate
-from tgs.intercept import segment
+from tgs.intercept import segment, simstate
 
 pytestmark = pytest.mark.timeout(90)
 

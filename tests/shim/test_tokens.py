@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from shim_helpers import Job, finish, list_jobs, own_pub, play_production, run_probe
-from tgs.intercept import device, segment
+from tgs.intercept import devseg, segment
 from tgs.intercept.segment import SlotDefaults
 
 pytestmark = pytest.mark.timeout(60)
@@ -92,8 +92,8 @@ def test_busy_bias_discounts_dead_busy_counts(probe_bin: Path, tmp_path: Path,
     env = dict(shim_env, TGS_SEGMENT=str(seg.path))
     try:
         prod.set_busy(2)
-        prod.dev.set_jobs([device.DevJob("prod", 0, 1, 0, busy_bias=2),
-                           device.DevJob("opp", 1, 1)])
+        prod.dev.set_jobs([devseg.DevJob("prod", 0, 1, 0, busy_bias=2),
+                           devseg.DevJob("opp", 1, 1)])
         assert int(run_probe(probe_bin, env, "init", "launch:4:1:32")[1].split()[3]) < 0.2e9
         prod.set_busy(3)                                  # one live busy process: wait
         assert int(run_probe(probe_bin, env, "init", "launch:2:1:32")[1].split()[3]) > 0.4e9
@@ -203,7 +203,7 @@ def test_waiting_opportunistic_launch_sleeps_on_the_futex(probe_bin: Path, tmp_p
     oseg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
                           gate_flags=segment.GATE_WAIT, gate_max_wait_us=20_000_000)
     pseg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
-    dev = device.create_device(tmp_path, 0)
+    dev = devseg.create_device(tmp_path, 0)
     list_jobs(dev, pseg, oseg)
     pub = own_pub(pseg)
     # TGS_DRAIN=0: production stays busy until its synchronize (the path under test), not
@@ -380,7 +380,7 @@ def test_hostile_futex_wakes_do_not_make_the_waiter_spin(probe_bin: Path, tmp_pa
                                                          shim_env: dict[str, str]) -> None:
     """A production tenant that stays busy and bumps/wakes its own idle_futex in a tight loop:
     the opportunistic launch it holds sleeps out its steps instead of spinning on the wakes."""
-    from tgs.intercept._header import ffi
+    from tgs.intercept.header import ffi
 
     src, waker = tmp_path / "waker.c", tmp_path / "waker"
     src.write_text(_WAKER)

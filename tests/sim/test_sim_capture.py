@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tgs.bench import simstate
+from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(60)
 

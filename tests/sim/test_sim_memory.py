@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tgs.bench import simstate
+from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(60)
 

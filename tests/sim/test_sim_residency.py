@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tgs.bench import simstate
+from tgs.intercept import simstate
 from um_helpers import Agent
 
 pytestmark = pytest.mark.timeout(60)
@@ -170,7 +170,7 @@ def test_preferred_device_fault_evicts_other_processes_unpreferred_pages(
 
 
 def test_reader_layout_matches_the_compiler(tmp_path: Path) -> None:
-    """bench/simstate.py mirrors sim_state.h (with the residency table): same offsets."""
+    """intercept/simstate.py mirrors sim_state.h (with the residency table): same offsets."""
     facts = simstate.offsets()
     body = "".join(f'printf("%zu\\n", (size_t){k});' for k in facts)
     src = tmp_path / "layout.c"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from sim_helpers import start_at
-from tgs.bench import simstate
+from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -123,7 +123,8 @@ def test_set_priority_changes_rate_live(tmp_path, sim_env) -> None:  # type: ign
     try:
         wl = subprocess.Popen([tool("tgs-run"), "--name", "lift", "--", str(workload),
                                "--seconds", "30", "--report-ms", "200", "--gap-ms", "0"],
-                              env=ctl.env, stdout=subprocess.PIPE, text=True)
+                              env=ctl.env, stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)     # stop() ends the workload too
         assert wl.stdout is not None
 
         import threading

@@ -7,7 +7,6 @@ import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from tgs.controller import gpustats
 from tools_helpers import Ctl, Probe, probe_cmd, tool, wait_for
 
 GIB = 1 << 30
@@ -65,22 +64,6 @@ def test_work_counter_grows(ctl: Ctl) -> None:
                             > first, 5)
         finally:
             wl.kill()
-
-
-def test_sim_offsets_match_header(tmp_path: Path) -> None:
-    """gpustats reads the simulator's state at fixed offsets: check them against the header."""
-    src = tmp_path / "off.c"
-    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "sim_state.h"\n'
-                   "int main(void){printf(\"%zu %zu %zu %zu %zu\\n\","
-                   "offsetof(struct sim_state, dev), sizeof(struct sim_device),"
-                   "offsetof(struct sim_device, mem_total), offsetof(struct sim_device, mem_used),"
-                   "offsetof(struct sim_device, busy_ns));return 0;}\n")
-    exe = tmp_path / "off"
-    subprocess.run(["gcc", f"-I{ROOT / 'sim'}", str(src), "-o", str(exe)], check=True)
-    got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
-                                          check=True).stdout.split()]
-    assert got == [gpustats.SIM_DEV_BASE, gpustats.SIM_DEV_SIZE, 64, 72, 88]
-    assert gpustats.SIM_DEV.size == 96
 
 
 def test_work_total_is_exact(ctl: Ctl) -> None:

@@ -41,16 +41,16 @@ sys.exit(99)
 
 def test_cli_bad_size_and_no_controller(tmp_path: Path) -> None:
     r = CliRunner().invoke(run_mod.cli, ["--mem", "12XB", "--", "true"])
-    assert r.exit_code == 2 and "not a size" in r.output
+    assert r.exit_code == run_mod.EXIT_WRAPPER == 125 and "not a size" in r.output
     r = CliRunner().invoke(run_mod.cli, ["--controller", str(tmp_path / "none.sock"),
                                          "--", "true"])
-    assert r.exit_code == 2
+    assert r.exit_code == 125
     assert "tgs-controller --foreground" in r.output and "--standalone" in r.output
 
 
 def test_cli_needs_a_command() -> None:
     r = CliRunner().invoke(run_mod.cli, ["--mem", "1G"])
-    assert r.exit_code == 2 and "CMD" in r.output
+    assert r.exit_code == 125 and "CMD" in r.output
 
 
 def test_job_name_default() -> None:
@@ -94,9 +94,12 @@ def test_exit_codes_and_failure_cleanup(ctl: Ctl) -> None:
     assert r.returncode == 127 and "not found" in r.stderr
     assert ctl.jobs() == {}                  # every job went away, also the failed ones
     r = ctl.run("tgs-run", "--name", "bad name!", "--", "true")
-    assert r.returncode == 2 and "job name" in r.stderr
+    assert r.returncode == 125 and "job name" in r.stderr
     r = ctl.run("tgs-run", "--device", "7", "--", "true")
-    assert r.returncode == 2 and "no_device" in r.stderr
+    assert r.returncode == 125 and "no_device" in r.stderr
+    # the command's own 2 (and 1) pass through: tgs-run's failures are told apart
+    assert ctl.run("tgs-run", "--", "sh", "-c", "exit 2").returncode == 2
+    assert ctl.run("tgs-run", "--", "sh", "-c", "exit 1").returncode == 1
 
 
 def _start_sigchild(ctl: Ctl, **kw) -> subprocess.Popen:  # type: ignore[no-untyped-def]

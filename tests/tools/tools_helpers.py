@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -28,9 +29,12 @@ def tool(name: str) -> str:
 
 
 def stop(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
-    """Stop a child we started, by its pid, and reap it."""
+    """Stop a child we started, by its pid, and reap it.  A child started in a session of its
+    own (start_new_session=True: a tgs-run and its command) is stopped with its whole group,
+    so that a SIGKILL of the wrapper leaves no command behind."""
     if proc is None:
         return
+    group = _own_group(proc.pid)
     if proc.poll() is None:
         proc.send_signal(sig)
         try:
@@ -38,9 +42,21 @@ def stop(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    if group:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     for f in (proc.stdin, proc.stdout, proc.stderr):
         if f is not None:
             f.close()
+
+
+def _own_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid != os.getpgid(0)
+    except ProcessLookupError:
+        return False
 
 
 def wait_for(pred, timeout: float = 10.0, step: float = 0.05):  # type: ignore[no-untyped-def]

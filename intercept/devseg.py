@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._header import const, ffi
 from .atomic_file import write_atomically
-from .control import SegmentError
+from .control import NAME_MAX, SegmentError, set_str
+from .header import const, ffi
 
 DEV_MAGIC = const("TGS_DEV_MAGIC")
 DEV_VERSION = const("TGS_DEV_VERSION")
@@ -116,12 +116,11 @@ class DeviceSegment:
             e = v.jobs[k]
             if k < len(want):
                 j = want[k]
-                raw = j.name.encode()[:63]
-                self._ffi.memmove(e.name, raw + b"\0" * (64 - len(raw)), 64)
+                set_str(e.name, j.name, NAME_MAX)
                 e.generation, e.gap_mask, e.busy_bias = j.generation, j.gap_mask, j.busy_bias
                 e.priority, e.flags = j.priority, JOB_USED
             else:
-                self._ffi.memmove(e.name, b"\0" * 64, 64)
+                set_str(e.name, "", NAME_MAX)
                 e.generation = e.gap_mask = e.busy_bias = e.priority = e.flags = 0
         v.njobs = len(want)
         v.list_seq = v.list_seq + 1              # even: done, and changed

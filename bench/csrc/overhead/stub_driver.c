@@ -2,7 +2,7 @@
  * stub_driver.c -> build/bench/stub/libcuda.so.1: a stand-in driver whose
  * entry points return CUDA_SUCCESS at once, so that the shim's own cost per
  * call is what a benchmark measures (the simulator's launch costs far more
- * and jitters).  Only what bench/overhead/launch_bench.c calls.
+ * and jitters).  Only what bench/csrc/overhead/launch_bench.c calls.
  */
 #include "tgs/cuda_abi.h"
 

@@ -311,6 +311,8 @@ _Static_assert(sizeof(((struct tgs_pub *)0)->gap_ns) / sizeof(uint64_t) == TGS_G
                "gap_ns[] matches TGS_GAP_RING");
 _Static_assert(sizeof(((struct tgs_ident *)0)->job_name) == TGS_SEG_NAME_MAX, "name size");
 _Static_assert(sizeof(((struct tgs_ident *)0)->device_uuid) == TGS_SEG_UUID_MAX, "uuid size");
+_Static_assert(sizeof(((struct tgs_pub *)0)->job_name) == TGS_SEG_NAME_MAX, "pub name size");
+_Static_assert(sizeof(((struct tgs_dev_job *)0)->name) == TGS_SEG_NAME_MAX, "table name size");
 _Static_assert(TGS_SEG_LOCK_SLOT_BASE + TGS_SEG_MAX_SLOTS <= sizeof(struct tgs_seg_header) +
                    sizeof(struct tgs_slot), "slot lock bytes lie inside any valid .seg");
 #endif

@@ -25,22 +25,22 @@
  */
 #include "shim.h"
 
-int tgs_capturing(CUstream stream, int ptsz)
+bool tgs_capturing(CUstream stream, int ptsz)
 {
     if (!tgs_capture_any())
-        return 0;
+        return false;
     tgs_pfn_cuStreamIsCapturing fn = ptsz ? tgs_g.real.cuStreamIsCapturing_ptsz
                                           : tgs_g.real.cuStreamIsCapturing;
     if (!fn)
         fn = tgs_g.real.cuStreamIsCapturing;
     if (!fn)
-        return 0;
+        return false;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = fn(stream, &st);
     /* IMPLICIT: the legacy stream while a blocking stream captures; the work
      * will be refused by the driver, so it is not charged either */
     if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
-        return 1;
+        return true;
     return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 

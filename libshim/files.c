@@ -32,11 +32,11 @@ void tgs_ofd_unlock(int fd, int byte)
     (void)fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-int tgs_ofd_held(int fd, int byte)
+bool tgs_ofd_held(int fd, int byte)
 {
     struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1 };
     if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
-        return 1; /* unknown: assume alive (never steal on doubt) */
+        return true; /* unknown: assume alive (never steal on doubt) */
     return fl.l_type != F_UNLCK;
 }
 

@@ -116,22 +116,22 @@ static void poll_locked(void)
     }
 }
 
-static int events_ready(void)
+static bool events_ready(void)
 {
     struct tgs_fit *f = &tgs_g.fit;
     if (f->off)
-        return 0;
+        return false;
     if (f->ev_start && f->ev_end)
-        return 1;
+        return true;
     if (!tgs_g.real.cuEventCreate || !tgs_g.real.cuEventRecord || !tgs_g.real.cuEventQuery ||
         (!tgs_g.real.cuEventElapsedTime_v2 && !tgs_g.real.cuEventElapsedTime) ||
         (!f->ev_start && tgs_g.real.cuEventCreate(&f->ev_start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) ||
         (!f->ev_end && tgs_g.real.cuEventCreate(&f->ev_end, CU_EVENT_DEFAULT) != CUDA_SUCCESS)) {
         f->off = 1;
         tgs_log(TGS_LOG_WARN, "cannot create timing events: FIT gating acts as WAIT");
-        return 0;
+        return false;
     }
-    return 1;
+    return true;
 }
 
 enum verdict { WAIT_MORE = 0, GO };
@@ -142,14 +142,14 @@ enum verdict { WAIT_MORE = 0, GO };
  * unclaimed.  The claim is read from the OWNER's pub only (the owner job is
  * found by the device segment's gap masks): a lying job controls only its
  * own gaps. */
-static int gap_mine(uint64_t age)
+static bool gap_mine(uint64_t age)
 {
     uint64_t mask = tgs_g.cline ? TGS_RELAXED_LOAD(&tgs_g.cline->gap_mask) : 0;
     if (!mask)
-        return 1;
+        return true;
     uint64_t g = tgs_prod_seq();
     if ((mask >> (g % 64)) & 1)
-        return 1;
+        return true;
     int owned = 0;
     uint64_t claim = tgs_gap_owner_claim(g, &owned);
     return age >= TGS_GAP_CLAIM_GRACE_NS && (!owned || claim != g + 1);

@@ -28,16 +28,16 @@ static inline void cpu_relax(void)
 
 /* The owner of the word is dead: a slot index out of range, a changed
  * generation, or nobody holds its slot lock.  Never our own id. */
-static int owner_dead(struct tgs_seg_header *h, uint64_t owner)
+static bool owner_dead(struct tgs_seg_header *h, uint64_t owner)
 {
     if (owner == tgs_g.ledger_id)
-        return 0;
+        return false;
     uint64_t idx1 = owner >> TGS_LEDGER_SLOT_SHIFT;
     if (idx1 == 0 || idx1 > tgs_nslots())
-        return 1;
+        return true;
     struct tgs_slot *s = tgs_slot_at(h, (uint32_t)(idx1 - 1));
     if ((TGS_RELAXED_LOAD(&s->generation) & TGS_LEDGER_GEN_MASK) != (owner & TGS_LEDGER_GEN_MASK))
-        return 1;
+        return true;
     return !tgs_ofd_held(tgs_g.fd, TGS_SEG_LOCK_SLOT_BASE + (int)(idx1 - 1));
 }
 
@@ -120,7 +120,7 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s)
     __builtin_memset(s->lanes, 0, sizeof(s->lanes));
     __atomic_store_n(&s->state, TGS_SLOT_FREE, __ATOMIC_RELEASE);
 }
-static int add_fits(uint64_t used, uint64_t n, uint64_t quota)
+static bool add_fits(uint64_t used, uint64_t n, uint64_t quota)
 {
     return quota == TGS_QUOTA_UNLIMITED || (n <= quota && used <= quota - n);
 }

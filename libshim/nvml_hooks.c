@@ -16,15 +16,15 @@
 
 /* dev is the job's GPU: the segment's device UUID; if NVML knows no device
  * of that UUID (a simulated GPU registered as "GPU-sim-N"), its ordinal. */
-static int job_device(nvmlDevice_t dev, const struct tgs_nvml_job *j)
+static bool job_device(nvmlDevice_t dev, const struct tgs_nvml_job *j)
 {
     if (j->device_uuid[0]) {
         char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
         if (tgs_nvml_uuid(dev, u, sizeof(u)) == NVML_SUCCESS && strcmp(u, j->device_uuid) == 0)
-            return 1;
+            return true;
         nvmlDevice_t other;
         if (tgs_nvml_by_uuid(j->device_uuid, &other) == NVML_SUCCESS)
-            return 0;
+            return false;
     }
     unsigned int idx;
     return j->device_index >= 0 && tgs_nvml_index(dev, &idx) == NVML_SUCCESS &&

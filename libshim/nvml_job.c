@@ -39,10 +39,10 @@ int tgs_nvml_job(struct tgs_nvml_job *j)
 
 /* Slot i's owner is alive: someone holds its lock (F_OFD_GETLK only asks;
  * our own lock never conflicts with our own descriptor, so not for ours). */
-static int slot_alive(int i)
+static bool slot_alive(int i)
 {
     if (i == tgs_g.slot_idx)
-        return 1;
+        return true;
     struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
                         .l_start = TGS_SEG_LOCK_SLOT_BASE + i, .l_len = 1 };
     return fcntl(tgs_g.fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;

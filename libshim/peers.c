@@ -66,15 +66,15 @@ static int map_over(int k, const char *path, size_t size)
     return ok;
 }
 
-static int name_ok(const char *n)
+static bool name_ok(const char *n)
 {
     size_t len = strnlen(n, TGS_SEG_NAME_MAX);
     if (len == 0 || len == TGS_SEG_NAME_MAX || n[0] == '.')
-        return 0;
+        return false;
     for (size_t i = 0; i < len; i++)
         if (n[i] == '/')
-            return 0;
-    return 1;
+            return false;
+    return true;
 }
 
 static int map_pub(int k, const char *name)
@@ -236,27 +236,27 @@ void tgs_peers_reset(void)
 
 /* ---------------------------------------------------------------- readers */
 
-static int is_prod(int k)
+static bool is_prod(int k)
 {
     struct tgs_peer *e = &tgs_g.peers.e[k];
     return __atomic_load_n(&e->used, __ATOMIC_ACQUIRE) &&
            e->priority == TGS_PRIORITY_PRODUCTION;
 }
 
-static int busy_at(int k)
+static bool busy_at(int k)
 {
     /* more than plausible still only means "busy": production is entitled to it */
     return __atomic_load_n(&pub_at(k)->busy, __ATOMIC_ACQUIRE) > tgs_g.peers.e[k].busy_bias;
 }
 
-int tgs_prod_busy(void)
+bool tgs_prod_busy(void)
 {
     if (!tgs_g.peers.region)
-        return 0;
+        return false;
     for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
         if (is_prod(k) && busy_at(k))
-            return 1;
-    return 0;
+            return true;
+    return false;
 }
 
 static uint64_t ring_max(const struct tgs_pub *p)

@@ -8,6 +8,7 @@
 #define TGS_SHIM_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -298,7 +299,7 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s);
 void tgs_reclaim_dead(void);    /* every dead slot of the job (not ours) goes back to it */
 int tgs_ofd_lock(int fd, int byte, int wait);
 void tgs_ofd_unlock(int fd, int byte);
-int tgs_ofd_held(int fd, int byte);   /* another description holds a lock on it */
+bool tgs_ofd_held(int fd, int byte);   /* another description holds a lock on it */
 
 /* files.c: the job's files, validated (NULL and one stderr line on any problem) */
 const struct tgs_ctl_header *tgs_map_ctl(size_t *size);
@@ -350,7 +351,7 @@ void tgs_inflight_poll(void);
 /* peers.c: the device list and the production pubs, read-only */
 void tgs_peers_reset(void);         /* in a forked child: mappings stay, the table is re-read */
 int tgs_peers_refresh(void);        /* slow path: 1 when the device segment is usable */
-int tgs_prod_busy(void);            /* any production job of the device has work queued */
+bool tgs_prod_busy(void);            /* any production job of the device has work queued */
 /* predicted end of the current gap: min over production pubs of idle_since_ns +
  * gap_pred_ns; 0 = a production job has no history.  *idle: when the gap began
  * (the latest idle_since_ns). */
@@ -365,7 +366,7 @@ void tgs_guard_install(void);
 void tgs_guard_recheck(void);
 
 /* sync_hooks.c */
-int tgs_gate_on(void);              /* the device segment is usable (warns once if not) */
+bool tgs_gate_on(void);              /* the device segment is usable (warns once if not) */
 void tgs_gate_wait(const struct tgs_ctl_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream);
 /* The drain helper saw everything up to launch seq0 complete: idle as a synchronize would
@@ -402,7 +403,7 @@ static inline __attribute__((always_inline)) int tgs_drain_known(CUstream stream
 /* capture.c: nothing of a capture is charged, and the shim's own events stay
  * out of captures and never invalidate one. */
 static inline int tgs_capture_any(void) { return TGS_RELAXED_LOAD(&tgs_g.captures) != 0; }
-int tgs_capturing(CUstream stream, int ptsz); /* 1: work on stream is being captured */
+bool tgs_capturing(CUstream stream, int ptsz); /* work on stream is being captured */
 /* Around the shim's own event calls: the RELAXED capture mode while any
  * capture is in progress; relax returns what restore needs (-1: nothing). */
 int tgs_capture_relax(void);

@@ -27,15 +27,15 @@
 #define GAP_ABSURD_NS 10000000000ull /* a longer "gap" is a pause, not a pattern */
 #define GAP_MARGIN_NS 50000ull       /* + 1/50: host wake-up jitter on both sides */
 
-int tgs_gate_on(void)
+bool tgs_gate_on(void)
 {
     if (tgs_peers_refresh())
-        return 1;
+        return true;
     if (!__atomic_exchange_n(&tgs_g.gate_warned, 1, __ATOMIC_RELAXED))
         tgs_log(TGS_LOG_WARN, "gating requested but the device segment (device-<idx>.seg next to "
                               "the job segment, or TGS_DEVICE_SEG) is missing or invalid: "
                               "gating is off");
-    return 0;
+    return false;
 }
 
 /* Production went busy job-wide: the gap that just ended joins the ring and

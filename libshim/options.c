@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "shim.h"
+#include "tgs/log_level.h"
 
 /* "8GiB", "512M", "1000" ...: binary multiples for K/M/G with or without iB. */
 int tgs_parse_size(const char *s, uint64_t *out)
@@ -56,21 +57,11 @@ void tgs_options_load(struct tgs_options *o)
 {
     o->log_level = TGS_LOG_WARN;
     const char *lv = getenv("TGS_LOG_LEVEL");
-    int bad_level = 0;
-    if (lv && *lv) {
-        static const char *names[] = { "error", "warn", "info", "debug" };
-        int found = -1;
-        for (int i = 0; i < 4; i++)
-            if (strcasecmp(lv, names[i]) == 0)
-                found = i;
-        if (found < 0)
-            bad_level = 1;
-        else
-            o->log_level = found;
-    }
-    if (bad_level)
-        tgs_log(TGS_LOG_ERROR, "TGS_LOG_LEVEL=%s is not one of error|warn|info|debug; using warn",
-                lv);
+    int level = tgs_log_level_parse(lv);
+    o->log_level = level < 0 ? TGS_LOG_WARN : level;
+    if (level < 0)
+        tgs_log(TGS_LOG_ERROR, "TGS_LOG_LEVEL=%s is not one of " TGS_LOG_LEVEL_GRAMMAR
+                "; using warn", lv);
 
     copy_env(o->segment_path, sizeof(o->segment_path), "TGS_SEGMENT");
     copy_env(o->ctl_path, sizeof(o->ctl_path), "TGS_CTL");

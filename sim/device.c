@@ -22,7 +22,6 @@ CUresult cuInit(unsigned int Flags)
     pthread_mutex_lock(init_lock());
     CUresult r = CUDA_SUCCESS;
     if (!g_sim.initialized) {
-        g_sim.log_level = sim_env_loglevel();
         g_sim.ns_per_thread = sim_env_double("TGS_SIM_NS_PER_THREAD", 1.0, 0.0, 1e9);
         g_sim.queue_depth = sim_env_u64("TGS_SIM_QUEUE_DEPTH", 1024, 1, SIM_RING - 1);
         g_sim.sm_count = (int)sim_env_u64("TGS_SIM_SMS", 108, 1, 1024);

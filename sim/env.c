@@ -5,10 +5,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "sim.h"
+#include "tgs/log_level.h"
 
 /* The level is known from load time, so lookups made before cuInit (the
  * runtime and cuda-bindings resolve everything first) can be logged. */
@@ -32,18 +32,11 @@ void sim_log(int level, const char *fmt, ...)
 int sim_env_loglevel(void)
 {
     const char *v = getenv("TGS_LOG_LEVEL");
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    if (!v || !*v)
-        return SIM_LOG_WARN;
-    for (int i = 0; i < 4; i++)
-        if (!strcasecmp(v, names[i]))
-            return i;
-    if (!strcasecmp(v, "warning"))
-        return SIM_LOG_WARN;
-    if (v[0] >= '0' && v[0] <= '3' && v[1] == 0)
-        return v[0] - '0';
-    fprintf(stderr, "tgs-sim: TGS_LOG_LEVEL=%s is not error|warn|info|debug; using warn\n", v);
-    return SIM_LOG_WARN;
+    int level = tgs_log_level_parse(v);
+    if (level < 0)
+        fprintf(stderr, "tgs-sim: TGS_LOG_LEVEL=%s is not one of " TGS_LOG_LEVEL_GRAMMAR
+                "; using warn\n", v);
+    return level < 0 ? SIM_LOG_WARN : level;
 }
 
 static void bad_env(const char *name, const char *v, const char *why)

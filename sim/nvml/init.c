@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "nvml_sim.h"
+#include "tgs/log_level.h"
 
 struct nvml_globals g_nvml = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
@@ -31,8 +31,7 @@ uint64_t nvml_now_ns(void)
  * default): a real NVML is silent, but a broken state file deserves a line. */
 static void warn(const char *fmt, const char *a, const char *b)
 {
-    const char *v = getenv("TGS_LOG_LEVEL");
-    if (v && (!strcasecmp(v, "error") || !strcmp(v, "0")))
+    if (tgs_log_level_parse(getenv("TGS_LOG_LEVEL")) == TGS_LEVEL_ERROR)
         return;
     fprintf(stderr, "tgs-nvml: ");
     fprintf(stderr, fmt, a, b);

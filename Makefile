@@ -50,7 +50,7 @@ $(BUILD)/sim/libcuda.so: $(BUILD)/sim/libcuda.so.1
 
 # The simulated NVML: serves the simulator's devices from its state file
 # (sim/sim_state.h); exports only the nvml* entry points.
-$(BUILD)/sim/libnvidia-ml.so.1: $(NVML_SRC) $(NVML_HDR) sim/sim_state.h $(HEADERS)
+$(BUILD)/sim/libnvidia-ml.so.1: $(NVML_SRC) $(NVML_HDR) sim/sim_state.h sim/state_path.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -shared -Wl,-soname,libnvidia-ml.so.1 \
 		-Wl,-Bsymbolic -Wl,--no-undefined -o $@ $(NVML_SRC) -ldl -lpthread

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sim.h"
+#include "state_path.h"
 
 #define DEFAULT_MEM (16ull << 30)
 
@@ -95,15 +96,10 @@ static int create_file(const char *path, uint64_t mem, int ndev, uint64_t slice_
 
 static void default_path(char *buf, size_t n)
 {
-    const char *p = getenv("TGS_SIM_STATE");
-    if (p && *p) {
-        if (p[0] == '/' && strlen(p) < 4000) {
-            snprintf(buf, n, "%s", p);
-            return;
-        }
-        sim_log(SIM_LOG_ERROR, "TGS_SIM_STATE=%s is not an absolute path; using the default", p);
-    }
-    snprintf(buf, n, "/dev/shm/tgs-sim-%u", (unsigned)getuid());
+    const char *why = sim_state_path(buf, n);
+    if (why)
+        sim_log(SIM_LOG_ERROR, "TGS_SIM_STATE=%s %s; using %s", getenv("TGS_SIM_STATE"), why,
+                buf);
 }
 
 /* Clear a process slot whose owner is gone.  Caller holds its OFD lock. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "nvml_sim.h"
+#include "../state_path.h"
 #include "tgs/log_level.h"
 
 struct nvml_globals g_nvml = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
@@ -38,15 +39,12 @@ static void warn(const char *fmt, const char *a, const char *b)
     fputc('\n', stderr);
 }
 
-/* The simulator's own rule (sim/state.c): TGS_SIM_STATE if it is an
- * absolute path, else /dev/shm/tgs-sim-<uid>. */
+/* The simulator's own rule (sim/state_path.h), said in our voice. */
 static void state_path(char *buf, size_t n)
 {
-    const char *p = getenv("TGS_SIM_STATE");
-    if (p && p[0] == '/' && strlen(p) < 4000)
-        snprintf(buf, n, "%s", p);
-    else
-        snprintf(buf, n, "/dev/shm/tgs-sim-%u", (unsigned)getuid());
+    const char *why = sim_state_path(buf, n);
+    if (why)
+        warn("TGS_SIM_STATE %s; using %s", why, buf);
 }
 
 /* No state file yet: let the simulated driver next to this library create

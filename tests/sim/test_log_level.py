@@ -41,3 +41,4 @@ def test_names_in_any_case_are_taken(sim_progs: dict[str, Path], sim_env: dict[s
     r = _run(sim_progs["smoke"], env)
     assert r.returncode == 0, r.stderr
     assert "is not one of" not in r.stderr
+

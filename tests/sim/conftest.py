@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGS = Path(__file__).resolve().parent / "progs"
+COMMON = ROOT / "tests" / "progs"  # probe_common.h, shared with tests/shim/progs
 OUT = ROOT / "build" / "tests"
 
 # name -> extra link flags
@@ -25,12 +26,14 @@ _PROGS = {
 def _build(name: str, flags: list[str]) -> Path:
     src = PROGS / f"{name}.c"
     out = OUT / f"sim-{name}"
-    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
+    newest = max(src.stat().st_mtime, (COMMON / "probe_common.h").stat().st_mtime)
+    if out.exists() and out.stat().st_mtime >= newest:
         return out
     OUT.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     cmd = ["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-           "-I", str(ROOT / "libshim" / "include"), "-o", str(tmp), str(src), *flags]
+           "-I", str(ROOT / "libshim" / "include"), "-I", str(COMMON),
+           "-o", str(tmp), str(src), *flags]
     subprocess.run(cmd, check=True)
     os.replace(tmp, out)  # atomic: parallel sessions never see half a binary
     return out

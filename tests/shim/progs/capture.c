@@ -23,35 +23,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 static CUfunction fn;
 static CUstream s, s2, s3;
 static CUgraphExec exec;
 
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
-/* Real PTX (a real driver JIT-compiles it; the simulator reads the cost line). */
-static const char PTX[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                          "// tgs-sim: cost k 1\n"
-                          ".visible .entry k()\n{\n    ret;\n}\n";
-
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, PTX);
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
+    int r = probe_init_kernel(PROBE_PTX, &fn);
     if (!r) r = cuStreamCreate(&s, 0);
     if (!r) r = cuStreamCreate(&s2, 0);
     if (!r) r = cuStreamCreate(&s3, 0);
@@ -80,7 +60,7 @@ static void capture(const char *c, int fork)
 {
     CUgraph g = NULL;
     CUevent e1, e2;
-    unsigned long long t0 = now_ns();
+    unsigned long long t0 = probe_now_ns();
     int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int l = 0;
     if (fork) {
@@ -95,7 +75,7 @@ static void capture(const char *c, int fork)
         l = launch_n(s, arg(c, 1), (unsigned)arg(c, 2), (unsigned)arg(c, 3));
     }
     int e = cuStreamEndCapture(s, &g);
-    unsigned long long ns = now_ns() - t0;
+    unsigned long long ns = probe_now_ns() - t0;
     size_t n = 0, kernels = 0;
     if (g && cuGraphGetNodes(g, NULL, &n) == 0 && n) {
         CUgraphNode *nodes = calloc(n, sizeof *nodes);
@@ -126,7 +106,7 @@ static void pcapture(const char *c)
         return;
     }
     CUgraph g = NULL;
-    unsigned long long t0 = now_ns();
+    unsigned long long t0 = probe_now_ns();
     int rb = ((tgs_pfn_cuStreamBeginCapture_v2)b)(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int rl = 0;
     for (unsigned long long i = 0; i < arg(c, 1) && !rl; i++)
@@ -137,14 +117,14 @@ static void pcapture(const char *c)
     if (g)
         cuGraphGetNodes(g, NULL, &n);
     int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
-    printf("pcapture %d %d %d %zu %zu %d %llu\n", rb, rl, re, n, n, inst, now_ns() - t0);
+    printf("pcapture %d %d %d %zu %zu %d %llu\n", rb, rl, re, n, n, inst, probe_now_ns() - t0);
 }
 
 /* mixed: while s captures, the same thread also launches for real on s3. */
 static void mixed(const char *c)
 {
     CUgraph g = NULL;
-    unsigned long long n = arg(c, 1), t0 = now_ns();
+    unsigned long long n = arg(c, 1), t0 = probe_now_ns();
     unsigned gx = (unsigned)arg(c, 2), bx = (unsigned)arg(c, 3);
     int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int l = 0;
@@ -158,7 +138,7 @@ static void mixed(const char *c)
         cuGraphGetNodes(g, NULL, &nodes);
     int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
     int sy = cuStreamSynchronize(s3);
-    printf("mixed %d %d %d %zu %zu %d %llu %d\n", b, l, e, nodes, nodes, inst, now_ns() - t0, sy);
+    printf("mixed %d %d %d %zu %zu %d %llu %d\n", b, l, e, nodes, nodes, inst, probe_now_ns() - t0, sy);
 }
 
 /* The per-thread default stream: begun through CU_STREAM_PER_THREAD, launched to and ended
@@ -166,7 +146,7 @@ static void mixed(const char *c)
 static void ptcapture(const char *c)
 {
     CUgraph g = NULL;
-    unsigned long long t0 = now_ns();
+    unsigned long long t0 = probe_now_ns();
     int b = cuStreamBeginCapture_v2((CUstream)0x2, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int l = 0;
     for (unsigned long long i = 0; i < arg(c, 1) && !l; i++)
@@ -177,7 +157,7 @@ static void ptcapture(const char *c)
     if (g)
         cuGraphGetNodes(g, NULL, &n);
     int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
-    printf("ptcapture %d %d %d %zu %zu %d %llu\n", b, l, e, n, n, inst, now_ns() - t0);
+    printf("ptcapture %d %d %d %zu %zu %d %llu\n", b, l, e, n, n, inst, probe_now_ns() - t0);
 }
 
 static int cmd(const char *c)
@@ -199,11 +179,11 @@ static int cmd(const char *c)
     } else if (!strncmp(c, "fork:", 5)) {
         capture(c, 1);
     } else if (!strncmp(c, "replay:", 7)) {
-        unsigned long long t0 = now_ns();
+        unsigned long long t0 = probe_now_ns();
         for (unsigned long long i = 0; i < arg(c, 1) && !r; i++)
             r = cuGraphLaunch(exec, s);
         int sy = cuStreamSynchronize(s);
-        printf("replay %d %d %llu\n", r, sy, now_ns() - t0);
+        printf("replay %d %d %llu\n", r, sy, probe_now_ns() - t0);
     } else if (!strcmp(c, "illegal")) {
         CUgraph g = (CUgraph)1;
         CUstreamCaptureStatus st = 99;
@@ -230,9 +210,5 @@ static int cmd(const char *c)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 1; i < argc; i++)
-        if (cmd(argv[i]) == 2)
-            return 2;
-    return 0;
+    return probe_main(argc, argv, cmd);
 }

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 #define NSTREAMS 10
 
@@ -29,15 +29,7 @@ static CUevent old;
 
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, "// tgs-sim: cost k 1\n.entry k {}\n");
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
+    int r = probe_init_kernel(PROBE_SIM_IMAGE, &fn);
     for (int i = 1; i < NSTREAMS && !r; i++)
         r = cuStreamCreate(&st[i], 0);
     if (!r) r = cuEventCreate(&old, CU_EVENT_DISABLE_TIMING);
@@ -108,9 +100,5 @@ static int cmd(const char *c)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 1; i < argc; i++)
-        if (cmd(argv[i]) == 2)
-            return 2;
-    return 0;
+    return probe_main(argc, argv, cmd);
 }

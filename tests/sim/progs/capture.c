@@ -10,34 +10,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 static CUfunction fn;
 
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
-/* Real PTX (a real driver JIT-compiles it; the simulator reads the cost line). */
-static const char PTX[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                          "// tgs-sim: cost k 1\n"
-                          ".visible .entry k()\n{\n    ret;\n}\n";
-
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, PTX);
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
-    return r;
+    return probe_init_kernel(PROBE_PTX, &fn);
 }
 
 static int kern(CUstream s) { return cuLaunchKernel(fn, 1000, 1, 1, 1000, 1, 1, 0, s, NULL, NULL); }
@@ -62,7 +41,7 @@ static void basic(void)
     CUgraph g = NULL;
     CUgraphExec ex;
     cuStreamCreate(&s, 0);
-    unsigned long long t0 = now_ns();
+    unsigned long long t0 = probe_now_ns();
     int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int st = status(s);
     CUstreamCaptureStatus cs;
@@ -79,7 +58,7 @@ static void basic(void)
         k |= kern(s);
     cuStreamGetCaptureInfo_v2(s, &cs, &id, &cg, &deps, &nd);
     int e = cuStreamEndCapture(s, &g);
-    unsigned long long cap_ns = now_ns() - t0;
+    unsigned long long cap_ns = probe_now_ns() - t0;
     int after = status(s);
     CUgraphNodeType t = 99;
     CUgraphNode ns[3];
@@ -88,10 +67,10 @@ static void basic(void)
     cuGraphNodeGetType(ns[0], &t);
     int same = cg == g;
     int inst = cuGraphInstantiateWithFlags(&ex, g, 0);
-    t0 = now_ns();
+    t0 = probe_now_ns();
     int l = cuGraphLaunch(ex, s);
     int sy = cuStreamSynchronize(s);
-    unsigned long long run_ns = now_ns() - t0;
+    unsigned long long run_ns = probe_now_ns() - t0;
     printf("basic begin=%d status=%d info=%d id=%llu deps0=%zu launch=%d deps=%zu end=%d after=%d "
            "nodes=%zu type=%d same_graph=%d inst=%d replay=%d sync=%d capture_ms=%.1f "
            "replay_ms=%.1f destroy=%d\n",

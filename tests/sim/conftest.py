@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from nvml_helpers import NVML_LIB
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGS = Path(__file__).resolve().parent / "progs"
@@ -44,3 +45,12 @@ def sim_progs() -> dict[str, Path]:
     if not (ROOT / "build" / "sim" / "libcuda.so.1").exists():
         pytest.fail("build/sim/libcuda.so.1 is missing: run `make` first")
     return {name: _build(name, flags) for name, flags in _PROGS.items()}
+
+
+@pytest.fixture
+def nvml_env(sim_env: dict[str, str]) -> dict[str, str]:
+    """sim_env for pynvml children: the simulated NVML built, pynvml installed."""
+    if not NVML_LIB.exists():
+        pytest.fail(f"{NVML_LIB} is missing: run `make` first")
+    pytest.importorskip("pynvml")
+    return sim_env

@@ -38,16 +38,6 @@ static int init(void)
     return r;
 }
 
-static unsigned long long arg(const char *str, int i)
-{
-    const char *p = str;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, ':');
-        if (p) p++;
-    }
-    return p ? strtoull(p, NULL, 10) : 0;
-}
-
 static int launch_n(CUstream st, unsigned long long n, unsigned g, unsigned b)
 {
     int r = 0;
@@ -60,7 +50,7 @@ static void capture(const char *c, int fork)
 {
     CUgraph g = NULL;
     CUevent e1, e2;
-    unsigned long long t0 = probe_now_ns();
+    unsigned long long t0 = now_ns();
     int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int l = 0;
     if (fork) {
@@ -75,7 +65,7 @@ static void capture(const char *c, int fork)
         l = launch_n(s, arg(c, 1), (unsigned)arg(c, 2), (unsigned)arg(c, 3));
     }
     int e = cuStreamEndCapture(s, &g);
-    unsigned long long ns = probe_now_ns() - t0;
+    unsigned long long ns = now_ns() - t0;
     size_t n = 0, kernels = 0;
     if (g && cuGraphGetNodes(g, NULL, &n) == 0 && n) {
         CUgraphNode *nodes = calloc(n, sizeof *nodes);
@@ -106,7 +96,7 @@ static void pcapture(const char *c)
         return;
     }
     CUgraph g = NULL;
-    unsigned long long t0 = probe_now_ns();
+    unsigned long long t0 = now_ns();
     int rb = ((tgs_pfn_cuStreamBeginCapture_v2)b)(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int rl = 0;
     for (unsigned long long i = 0; i < arg(c, 1) && !rl; i++)
@@ -117,14 +107,14 @@ static void pcapture(const char *c)
     if (g)
         cuGraphGetNodes(g, NULL, &n);
     int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
-    printf("pcapture %d %d %d %zu %zu %d %llu\n", rb, rl, re, n, n, inst, probe_now_ns() - t0);
+    printf("pcapture %d %d %d %zu %zu %d %llu\n", rb, rl, re, n, n, inst, now_ns() - t0);
 }
 
 /* mixed: while s captures, the same thread also launches for real on s3. */
 static void mixed(const char *c)
 {
     CUgraph g = NULL;
-    unsigned long long n = arg(c, 1), t0 = probe_now_ns();
+    unsigned long long n = arg(c, 1), t0 = now_ns();
     unsigned gx = (unsigned)arg(c, 2), bx = (unsigned)arg(c, 3);
     int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int l = 0;
@@ -138,7 +128,7 @@ static void mixed(const char *c)
         cuGraphGetNodes(g, NULL, &nodes);
     int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
     int sy = cuStreamSynchronize(s3);
-    printf("mixed %d %d %d %zu %zu %d %llu %d\n", b, l, e, nodes, nodes, inst, probe_now_ns() - t0, sy);
+    printf("mixed %d %d %d %zu %zu %d %llu %d\n", b, l, e, nodes, nodes, inst, now_ns() - t0, sy);
 }
 
 /* The per-thread default stream: begun through CU_STREAM_PER_THREAD, launched to and ended
@@ -146,7 +136,7 @@ static void mixed(const char *c)
 static void ptcapture(const char *c)
 {
     CUgraph g = NULL;
-    unsigned long long t0 = probe_now_ns();
+    unsigned long long t0 = now_ns();
     int b = cuStreamBeginCapture_v2((CUstream)0x2, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int l = 0;
     for (unsigned long long i = 0; i < arg(c, 1) && !l; i++)
@@ -157,7 +147,7 @@ static void ptcapture(const char *c)
     if (g)
         cuGraphGetNodes(g, NULL, &n);
     int inst = g ? (int)cuGraphInstantiateWithFlags(&exec, g, 0) : -1;
-    printf("ptcapture %d %d %d %zu %zu %d %llu\n", b, l, e, n, n, inst, probe_now_ns() - t0);
+    printf("ptcapture %d %d %d %zu %zu %d %llu\n", b, l, e, n, n, inst, now_ns() - t0);
 }
 
 static int cmd(const char *c)
@@ -179,11 +169,11 @@ static int cmd(const char *c)
     } else if (!strncmp(c, "fork:", 5)) {
         capture(c, 1);
     } else if (!strncmp(c, "replay:", 7)) {
-        unsigned long long t0 = probe_now_ns();
+        unsigned long long t0 = now_ns();
         for (unsigned long long i = 0; i < arg(c, 1) && !r; i++)
             r = cuGraphLaunch(exec, s);
         int sy = cuStreamSynchronize(s);
-        printf("replay %d %d %llu\n", r, sy, probe_now_ns() - t0);
+        printf("replay %d %d %llu\n", r, sy, now_ns() - t0);
     } else if (!strcmp(c, "illegal")) {
         CUgraph g = (CUgraph)1;
         CUstreamCaptureStatus st = 99;
@@ -193,18 +183,14 @@ static int cmd(const char *c)
         cuStreamIsCapturing(s, &st);
         int e = cuStreamEndCapture(s, &g);
         printf("illegal %d %d %d %d\n", sy, (int)st, e, g == NULL);
-    } else if (!strcmp(c, "sync")) {
-        printf("sync %d\n", cuCtxSynchronize());
     } else if (!strcmp(c, "ready")) {
         char line[16];
         printf("ready\n");
         fflush(stdout);
         if (!fgets(line, sizeof line, stdin)) { /* parent closed stdin: go on */ }
     } else {
-        printf("unknown %s\n", c);
-        return 2;
+        return PROBE_UNKNOWN;
     }
-    fflush(stdout);
     return 0;
 }
 

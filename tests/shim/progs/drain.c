@@ -36,16 +36,6 @@ static int init(void)
     return r;
 }
 
-static unsigned long long arg(const char *s, int i)
-{
-    const char *p = s;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, ':');
-        if (p) p++;
-    }
-    return p ? strtoull(p, NULL, 10) : 0;
-}
-
 static CUstream stream(unsigned long long i)
 {
     return i < NSTREAMS ? st[i] : NULL;
@@ -85,16 +75,12 @@ static int cmd(const char *c)
         if (p > 0)
             waitpid(p, &status, 0);
         printf("fork %d\n", status);
-    } else if (!strcmp(c, "sync")) {
-        printf("sync %d\n", cuCtxSynchronize());
     } else if (!strcmp(c, "quit")) {
         fflush(stdout);
         exit(0);
     } else {
-        printf("unknown %s\n", c);
-        return 2;
+        return PROBE_UNKNOWN;
     }
-    fflush(stdout);
     return 0;
 }
 

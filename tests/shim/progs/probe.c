@@ -62,16 +62,6 @@ static int init(void)
     return probe_init_kernel(PROBE_SIM_IMAGE, &fn);
 }
 
-static unsigned long long arg(const char *s, int i)
-{
-    const char *p = s;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, ':');
-        if (p) p++;
-    }
-    return p ? strtoull(p, NULL, 10) : 0;
-}
-
 static void keep(CUdeviceptr p)
 {
     if (nptrs < 65536) ptrs[nptrs++] = p;
@@ -170,10 +160,10 @@ static int cmd(const char *c)
         r = cuDeviceTotalMem_v2(&t, 0);
         printf("totalmem %zu %d\n", t, r);
     } else if (!strncmp(c, "launch:", 7)) {
-        unsigned long long n = arg(c, 1), g = arg(c, 2), b = arg(c, 3), t0 = probe_now_ns();
+        unsigned long long n = arg(c, 1), g = arg(c, 2), b = arg(c, 3), t0 = now_ns();
         r = launch_n(n, (unsigned)g, (unsigned)b);
         if (!r) r = cuCtxSynchronize();
-        printf("launch %llu %llu %llu %d\n", n, n * g * b, probe_now_ns() - t0, r);
+        printf("launch %llu %llu %llu %d\n", n, n * g * b, now_ns() - t0, r);
     } else if (!strcmp(c, "record") || !strcmp(c, "evsync")) {
         static CUevent ev;
         r = ev ? CUDA_SUCCESS : cuEventCreate(&ev, 0);
@@ -183,9 +173,9 @@ static int cmd(const char *c)
         r = launch_n(arg(c, 1), (unsigned)arg(c, 2), (unsigned)arg(c, 3));
         printf("kick %d\n", r);
     } else if (!strncmp(c, "timed:", 6)) {
-        unsigned long long n = arg(c, 1), t0 = probe_now_ns();
+        unsigned long long n = arg(c, 1), t0 = now_ns();
         r = launch_n(n, (unsigned)arg(c, 2), (unsigned)arg(c, 3));
-        printf("timed %llu %llu %d\n", n, probe_now_ns() - t0, r);
+        printf("timed %llu %llu %d\n", n, now_ns() - t0, r);
     } else if (!strncmp(c, "cycle:", 6)) {
         unsigned long long us = arg(c, 5);
         struct timespec ts = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000L };
@@ -196,13 +186,13 @@ static int cmd(const char *c)
         }
         printf("cycle %d\n", r);
     } else if (!strncmp(c, "launchfor:", 10)) {
-        unsigned long long s = arg(c, 1), g = arg(c, 2), b = arg(c, 3), t0 = probe_now_ns(), w = 0;
-        while (!r && probe_now_ns() - t0 < s * 1000000000ull) {
+        unsigned long long s = arg(c, 1), g = arg(c, 2), b = arg(c, 3), t0 = now_ns(), w = 0;
+        while (!r && now_ns() - t0 < s * 1000000000ull) {
             r = launch_n(16, (unsigned)g, (unsigned)b);
             w += 16 * g * b;
             if (!r) r = cuCtxSynchronize();
         }
-        printf("launchfor %llu %llu %d\n", w, probe_now_ns() - t0, r);
+        printf("launchfor %llu %llu %d\n", w, now_ns() - t0, r);
     } else if (!strncmp(c, "ex:", 3)) {
         CUlaunchConfig cfg = { (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1, 0, NULL, NULL, 0 };
         for (unsigned long long i = 0; i < arg(c, 1) && !r; i++)
@@ -275,14 +265,9 @@ static int cmd(const char *c)
         }
         fflush(stdout);
         printf("sigbus survived %d\n", m[0]);
-    } else if (!strcmp(c, "sync")) {
-        r = cuCtxSynchronize();
-        printf("sync %d\n", r);
     } else {
-        printf("unknown %s\n", c);
-        return 2;
+        return PROBE_UNKNOWN;
     }
-    fflush(stdout);
     return 0;
 }
 

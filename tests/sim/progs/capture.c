@@ -41,7 +41,7 @@ static void basic(void)
     CUgraph g = NULL;
     CUgraphExec ex;
     cuStreamCreate(&s, 0);
-    unsigned long long t0 = probe_now_ns();
+    unsigned long long t0 = now_ns();
     int b = cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     int st = status(s);
     CUstreamCaptureStatus cs;
@@ -58,7 +58,7 @@ static void basic(void)
         k |= kern(s);
     cuStreamGetCaptureInfo_v2(s, &cs, &id, &cg, &deps, &nd);
     int e = cuStreamEndCapture(s, &g);
-    unsigned long long cap_ns = probe_now_ns() - t0;
+    unsigned long long cap_ns = now_ns() - t0;
     int after = status(s);
     CUgraphNodeType t = 99;
     CUgraphNode ns[3];
@@ -67,10 +67,10 @@ static void basic(void)
     cuGraphNodeGetType(ns[0], &t);
     int same = cg == g;
     int inst = cuGraphInstantiateWithFlags(&ex, g, 0);
-    t0 = probe_now_ns();
+    t0 = now_ns();
     int l = cuGraphLaunch(ex, s);
     int sy = cuStreamSynchronize(s);
-    unsigned long long run_ns = probe_now_ns() - t0;
+    unsigned long long run_ns = now_ns() - t0;
     printf("basic begin=%d status=%d info=%d id=%llu deps0=%zu launch=%d deps=%zu end=%d after=%d "
            "nodes=%zu type=%d same_graph=%d inst=%d replay=%d sync=%d capture_ms=%.1f "
            "replay_ms=%.1f destroy=%d\n",

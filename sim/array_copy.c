@@ -9,22 +9,12 @@
 #include "sim.h"
 
 /* how: SYNC, PT (a _ptds/_ptsz variant); see memcpy.c for the capture rules. */
-#define SYNC 1
-#define PT 2
+#define SYNC SIM_HOW_SYNC
+#define PT SIM_HOW_PT
 
 static CUresult order(int how, CUstream s)
 {
-    struct CUctx_st *ctx;
-    struct CUstream_st *obj;
-    int sync = how & SYNC;
-    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
-    if (r == CUDA_SUCCESS && sync && !(how & PT))
-        r = sim_capture_check_legacy(ctx);
-    if (r == CUDA_SUCCESS && sync)
-        r = sim_capture_check_unsafe();
-    if (r == CUDA_SUCCESS && sync)
-        r = sim_ctx_sync(ctx);
-    return r;
+    return sim_copy_order(how, s, 1);
 }
 
 /* An asynchronous array copy into a capturing stream: a memcpy node. */
@@ -75,7 +65,9 @@ static CUresult copy(void *dst, const void *src, size_t n)
     return CUDA_SUCCESS;
 }
 
-static CUresult htoa(CUarray a, size_t off, const void *h, size_t n, int how, CUstream s)
+/* n bytes between host memory h and array a at off, into the array when to_array. */
+static CUresult host_array(CUarray a, size_t off, void *h, size_t n, int to_array, int how,
+                           CUstream s)
 {
     CUresult r = order(how, s);
     if (r != CUDA_SUCCESS)
@@ -83,22 +75,21 @@ static CUresult htoa(CUarray a, size_t off, const void *h, size_t n, int how, CU
     unsigned char *p = array_span(a, off, n, &r);
     if (!p)
         return r;
-    if (captured(a, off, h, n, 1, how, s, &r))
+    if (captured(a, off, h, n, to_array, how, s, &r))
         return r;
-    return h ? copy(p, h, n) : CUDA_ERROR_INVALID_VALUE;
+    if (!h)
+        return CUDA_ERROR_INVALID_VALUE;
+    return to_array ? copy(p, h, n) : copy(h, p, n);
+}
+
+static CUresult htoa(CUarray a, size_t off, const void *h, size_t n, int how, CUstream s)
+{
+    return host_array(a, off, (void *)(uintptr_t)h, n, 1, how, s);
 }
 
 static CUresult atoh(void *h, CUarray a, size_t off, size_t n, int how, CUstream s)
 {
-    CUresult r = order(how, s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    unsigned char *p = array_span(a, off, n, &r);
-    if (!p)
-        return r;
-    if (captured(a, off, h, n, 0, how, s, &r))
-        return r;
-    return h ? copy(h, p, n) : CUDA_ERROR_INVALID_VALUE;
+    return host_array(a, off, h, n, 0, how, s);
 }
 
 CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
@@ -140,11 +131,20 @@ CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOf
     return atoh(dstHost, srcArray, srcOffset, ByteCount, PT, hStream);
 }
 
+/* The device side of a DtoA/AtoD copy: CUDA_SUCCESS when [p, p + n) is allocated. */
+static CUresult device_range(CUdeviceptr p, size_t n)
+{
+    if (n && !sim_mem_range_ok(p, n))
+        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 static CUresult dtoa(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
                      size_t ByteCount, int how)
 {
-    if (ByteCount && !sim_mem_range_ok(srcDevice, ByteCount))
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device_range(srcDevice, ByteCount);
+    if (r != CUDA_SUCCESS)
+        return r;
     return htoa(dstArray, dstOffset, (const void *)(uintptr_t)srcDevice, ByteCount, how, NULL);
 }
 CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
@@ -161,8 +161,9 @@ CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr sr
 static CUresult atod(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
                      size_t ByteCount, int how)
 {
-    if (ByteCount && !sim_mem_range_ok(dstDevice, ByteCount))
-        return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device_range(dstDevice, ByteCount);
+    if (r != CUDA_SUCCESS)
+        return r;
     return atoh((void *)(uintptr_t)dstDevice, srcArray, srcOffset, ByteCount, how, NULL);
 }
 CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,

@@ -50,12 +50,29 @@ static CUresult check_set(int a, int v)
     }
 }
 
+/* The function behind h, once the driver is initialised. */
+static CUresult func_of(CUfunction h, struct CUfunc_st **f)
+{
+    CUresult r = sim_check_init();
+    return r != CUDA_SUCCESS ? r : sim_func_resolve(h, f);
+}
+
+static int bad_attr(CUfunction_attribute a)
+{
+    return (int)a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX;
+}
+
+static int bad_cache(CUfunc_cache c)
+{
+    return (int)c < 0 || c > CU_FUNC_CACHE_PREFER_EQUAL;
+}
+
 CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!pi || (int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
+    if (!pi || bad_attr(attrib))
         return CUDA_ERROR_INVALID_VALUE;
     struct CUfunc_st *f;
     if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
@@ -66,13 +83,11 @@ CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfu
 
 CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
-    CUresult r = sim_check_init();
+    struct CUfunc_st *f;
+    CUresult r = func_of(hfunc, &f);
     if (r != CUDA_SUCCESS)
         return r;
-    struct CUfunc_st *f;
-    if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
-        return r;
-    if ((int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX || check_set(attrib, value))
+    if (bad_attr(attrib) || check_set(attrib, value))
         return CUDA_ERROR_INVALID_VALUE;
     f->attr[attrib] = value;
     f->attr_set[attrib] = 1;
@@ -81,13 +96,11 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
 
 CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
-    CUresult r = sim_check_init();
+    struct CUfunc_st *f;
+    CUresult r = func_of(hfunc, &f);
     if (r != CUDA_SUCCESS)
         return r;
-    struct CUfunc_st *f;
-    if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
-        return r;
-    if ((int)config < 0 || config > CU_FUNC_CACHE_PREFER_EQUAL)
+    if (bad_cache(config))
         return CUDA_ERROR_INVALID_VALUE;
     f->cache_config = config;
     return CUDA_SUCCESS;
@@ -106,7 +119,7 @@ CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel ker
     CUresult r = kernel_check(kernel, dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!pi || (int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
+    if (!pi || bad_attr(attrib))
         return CUDA_ERROR_INVALID_VALUE;
     *pi = kernel->attr_set[attrib] ? kernel->attr[attrib] : default_attr(attrib);
     return CUDA_SUCCESS;
@@ -117,7 +130,7 @@ CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel ker
     CUresult r = kernel_check(kernel, dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if ((int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX || check_set(attrib, val))
+    if (bad_attr(attrib) || check_set(attrib, val))
         return CUDA_ERROR_INVALID_VALUE;
     kernel->attr[attrib] = val;
     kernel->attr_set[attrib] = 1;
@@ -138,7 +151,7 @@ CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice d
     CUresult r = kernel_check(kernel, dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if ((int)config < 0 || config > CU_FUNC_CACHE_PREFER_EQUAL)
+    if (bad_cache(config))
         return CUDA_ERROR_INVALID_VALUE;
     kernel->cache_config = config;
     return CUDA_SUCCESS;
@@ -162,11 +175,9 @@ static CUresult param_info(const struct sim_image *img, const char *name, size_t
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
                             size_t *paramSize)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
     struct CUfunc_st *f;
-    if ((r = sim_func_resolve(func, &f)) != CUDA_SUCCESS)
+    CUresult r = func_of(func, &f);
+    if (r != CUDA_SUCCESS)
         return r;
     return param_info(&f->mod->img, f->name, paramIndex, paramOffset, paramSize);
 }
@@ -186,11 +197,9 @@ CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramO
  * whatever is asked; the setting is accepted and reads back). */
 CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
     struct CUfunc_st *f;
-    if ((r = sim_func_resolve(hfunc, &f)) != CUDA_SUCCESS)
+    CUresult r = func_of(hfunc, &f);
+    if (r != CUDA_SUCCESS)
         return r;
     return (unsigned)config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE
                ? CUDA_SUCCESS

@@ -269,15 +269,27 @@ struct sim_gstep *sim_graph_step_of(CUgraphExec e, CUgraphNode n, int type)
 
 #define step_of sim_graph_step_of
 
+/* The step of type `type` node n became in e, once the driver is initialised and
+ * params (the new parameters, NULL when unusable) given; else NULL, *r the error. */
+static struct sim_gstep *set_step(CUgraphExec e, CUgraphNode n, int type, const void *params,
+                                  CUresult *r)
+{
+    *r = sim_check_init();
+    if (*r != CUDA_SUCCESS)
+        return NULL;
+    struct sim_gstep *st = step_of(e, n, type);
+    if (!st || !params)
+        *r = CUDA_ERROR_INVALID_VALUE;
+    return *r == CUDA_SUCCESS ? st : NULL;
+}
+
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
                                            const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
+    CUresult r;
+    struct sim_gstep *st = set_step(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_KERNEL, nodeParams, &r);
+    if (!st)
         return r;
-    struct sim_gstep *st = step_of(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (!st || !nodeParams)
-        return CUDA_ERROR_INVALID_VALUE;
     /* check the parameters as the graph would, on a scratch copy */
     CUDA_KERNEL_NODE_PARAMS_v2 keep = hNode->w.u.kernel;
     r = cuGraphKernelNodeSetParams_v2(hNode, nodeParams);
@@ -302,41 +314,33 @@ CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNod
                                         const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     (void)ctx;
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    struct sim_gstep *st = step_of(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMCPY);
-    if (!st || !copyParams)
-        return CUDA_ERROR_INVALID_VALUE;
-    st->w.u.copy = *copyParams;
-    return CUDA_SUCCESS;
+    CUresult r;
+    struct sim_gstep *st = set_step(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMCPY, copyParams, &r);
+    if (st)
+        st->w.u.copy = *copyParams;
+    return r;
 }
 
 CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                         const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
 {
     (void)ctx;
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    struct sim_gstep *st = step_of(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMSET);
-    if (!st || !memsetParams)
-        return CUDA_ERROR_INVALID_VALUE;
-    st->w.u.memset = *memsetParams;
-    return CUDA_SUCCESS;
+    CUresult r;
+    struct sim_gstep *st = set_step(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_MEMSET, memsetParams, &r);
+    if (st)
+        st->w.u.memset = *memsetParams;
+    return r;
 }
 
 CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                       const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    struct sim_gstep *st = step_of(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_HOST);
-    if (!st || !nodeParams || !nodeParams->fn)
-        return CUDA_ERROR_INVALID_VALUE;
-    st->w.u.host = *nodeParams;
-    return CUDA_SUCCESS;
+    CUresult r;
+    const void *ok = nodeParams && nodeParams->fn ? nodeParams : NULL;
+    struct sim_gstep *st = set_step(hGraphExec, hNode, CU_GRAPH_NODE_TYPE_HOST, ok, &r);
+    if (st)
+        st->w.u.host = *nodeParams;
+    return r;
 }
 
 CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,

@@ -23,22 +23,14 @@ static int side_ok(CUdeviceptr p, size_t n)
  * asynchronous copy into a capturing stream becomes a memcpy node; a
  * synchronous one is refused on the legacy stream while a blocking stream
  * of the context captures, and as a potentially unsafe call. */
-#define SYNC 1
-#define PT 2
+#define SYNC SIM_HOW_SYNC
+#define PT SIM_HOW_PT
 
 static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t n, int how, CUstream s)
 {
-    struct CUctx_st *ctx;
-    struct CUstream_st *obj;
     int sync = how & SYNC;
-    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
+    CUresult r = sim_copy_order(how, s, 1);
     if (r != CUDA_SUCCESS)
-        return r;
-    if (sync && !(how & PT) && (r = sim_capture_check_legacy(ctx)) != CUDA_SUCCESS)
-        return r;
-    if (sync && (r = sim_capture_check_unsafe()) != CUDA_SUCCESS)
-        return r;
-    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
         return r;
     if (n == 0)
         return CUDA_SUCCESS;

@@ -69,26 +69,26 @@ void sim_pool_uncharge(struct CUmemPoolHandle_st *p, uint64_t bytes)
     __atomic_sub_fetch(&p->used, bytes, __ATOMIC_RELAXED);
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+/* *out = get(dev), for a valid device and out. */
+static CUresult device_pool(CUmemoryPool *out, CUdevice dev, CUmemoryPool (*get)(CUdevice))
 {
     CUresult r = sim_check_dev(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!pool_out)
+    if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    *pool_out = default_pool(dev);
+    *out = get(dev);
     return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    return device_pool(pool_out, dev, default_pool);
 }
 
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    CUresult r = sim_check_dev(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    *pool = sim_pool_current(dev);
-    return CUDA_SUCCESS;
+    return device_pool(pool, dev, sim_pool_current);
 }
 
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)

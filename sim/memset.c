@@ -41,21 +41,15 @@ CUresult sim_fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, s
  * During stream capture an asynchronous memset into a capturing stream
  * becomes a memset node; a synchronous one may not touch the legacy stream
  * while a blocking stream of the context captures. */
-#define SYNC 1
-#define PT 2
+#define SYNC SIM_HOW_SYNC
+#define PT SIM_HOW_PT
 
 static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned int v, size_t width, size_t height,
                      size_t elem, int how, CUstream s)
 {
-    struct CUctx_st *ctx;
-    struct CUstream_st *obj;
     int sync = how & SYNC;
-    CUresult r = sim_stream_resolve(sync ? NULL : s, &ctx, &obj);
+    CUresult r = sim_copy_order(how, s, 0);
     if (r != CUDA_SUCCESS)
-        return r;
-    if (sync && !(how & PT) && (r = sim_capture_check_legacy(ctx)) != CUDA_SUCCESS)
-        return r;
-    if (sync && (r = sim_ctx_sync(ctx)) != CUDA_SUCCESS)
         return r;
     if (!sync && sim_capture_any()) {
         if ((elem != 1 && elem != 2 && elem != 4) || !sim_mem_range_ok(dst, 1))

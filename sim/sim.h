@@ -395,6 +395,13 @@ CUresult sim_capture_check_event(CUevent e);       /* query/sync/elapsed of an e
 CUresult sim_capture_check_ctx(struct CUctx_st *ctx); /* cuCtxSynchronize */
 CUresult sim_capture_check_legacy(struct CUctx_st *ctx); /* synchronous legacy-stream work */
 CUresult sim_capture_check_unsafe(void);            /* potentially unsafe calls (cuMemAlloc) */
+/* How a copy or memset is issued: synchronous or not, through a _ptds/_ptsz
+ * entry point (the per-thread default stream) or not (the legacy stream). */
+#define SIM_HOW_SYNC 1
+#define SIM_HOW_PT 2
+/* copy_order.c: the stream checks and the wait before a copy/memset issued with
+ * `how` on s; unsafe: a synchronous one also counts as potentially unsafe. */
+CUresult sim_copy_order(int how, CUstream s, int unsafe);
 void sim_capture_stream_gone(struct CUstream_st *obj);
 void sim_capture_event_gone(struct CUevent_st *e);
 int sim_capture_graph_busy(CUgraph g); /* a capture sequence is building g */

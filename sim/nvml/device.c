@@ -31,6 +31,14 @@ nvmlReturn_t nvml_dev(nvmlDevice_t device, unsigned int *idx)
     return NVML_ERROR_INVALID_ARGUMENT;
 }
 
+nvmlReturn_t nvml_dev_out(nvmlDevice_t device, const void *out, unsigned int *idx)
+{
+    nvmlReturn_t r = nvml_dev(device, idx);
+    if (r == NVML_SUCCESS && !out)
+        r = NVML_ERROR_INVALID_ARGUMENT;
+    return r;
+}
+
 /* The simulator's UUID of device idx (sim/device.c, cuDeviceGetUuid_v2):
  * splitmix64 of the state file's seed, shaped as an RFC 4122 v4 UUID. */
 static void uuid_bytes(unsigned int idx, unsigned char out[16])
@@ -167,11 +175,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigne
 NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, index, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!index)
-        return NVML_ERROR_INVALID_ARGUMENT;
     *index = i;
     return NVML_SUCCESS;
 }
@@ -201,11 +207,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, uns
     NVML_API nvmlReturn_t fn(nvmlDevice_t device, type *out)           \
     {                                                                  \
         unsigned int i;                                                \
-        nvmlReturn_t r = nvml_dev(device, &i);                         \
+        nvmlReturn_t r = nvml_dev_out(device, out, &i);                \
         if (r != NVML_SUCCESS)                                         \
             return r;                                                  \
-        if (!out)                                                      \
-            return NVML_ERROR_INVALID_ARGUMENT;                        \
         *out = (value);                                                \
         return NVML_SUCCESS;                                           \
     }
@@ -247,11 +251,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cu
 NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, pci, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!pci)
-        return NVML_ERROR_INVALID_ARGUMENT;
     memset(pci, 0, sizeof *pci);
     pci->domain = 0;
     pci->bus = i + 1;
@@ -266,11 +268,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t
 NVML_API nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_v1_t *pci)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, pci, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!pci)
-        return NVML_ERROR_INVALID_ARGUMENT;
     if (pci->version != nvmlPciInfoExt_v1)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     memset(pci, 0, sizeof *pci);

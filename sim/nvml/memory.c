@@ -48,11 +48,9 @@ static void device_memory(unsigned int i, unsigned long long *total, unsigned lo
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, memory, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!memory)
-        return NVML_ERROR_INVALID_ARGUMENT;
     device_memory(i, &memory->total, &memory->used);
     memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
@@ -61,11 +59,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t 
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, memory, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!memory)
-        return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     device_memory(i, &memory->total, &memory->used);
@@ -111,11 +107,9 @@ static nvmlReturn_t list(nvmlDevice_t device, unsigned int *infoCount, void *inf
                          int compute)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, infoCount, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!infoCount)
-        return NVML_ERROR_INVALID_ARGUMENT;
     unsigned int pids[SIM_MAX_PROCS];
     unsigned long long used[SIM_MAX_PROCS];
     unsigned int n = compute ? nvml_compute_procs(i, pids, used) : 0;

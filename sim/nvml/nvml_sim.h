@@ -57,6 +57,8 @@ const struct sim_state *nvml_state(void);
 
 /* device.c: check a handle; on success *idx is its device index. */
 nvmlReturn_t nvml_dev(nvmlDevice_t device, unsigned int *idx);
+/* The same, then NVML_ERROR_INVALID_ARGUMENT where the output pointer out is NULL. */
+nvmlReturn_t nvml_dev_out(nvmlDevice_t device, const void *out, unsigned int *idx);
 void nvml_uuid_string(unsigned int idx, char *out, size_t n);
 
 /* memory.c: the owner of simulator process slot `slot` is alive */

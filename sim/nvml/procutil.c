@@ -23,11 +23,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                       unsigned long long lastSeenTimeStamp)
 {
     unsigned int d;
-    nvmlReturn_t r = nvml_dev(device, &d);
+    nvmlReturn_t r = nvml_dev_out(device, processSamplesCount, &d);
     if (r != NVML_SUCCESS)
         return r;
-    if (!processSamplesCount)
-        return NVML_ERROR_INVALID_ARGUMENT;
     uint64_t stamp = realtime_us();
     if (stamp <= lastSeenTimeStamp)
         return NVML_ERROR_NOT_FOUND;

@@ -21,14 +21,6 @@ static unsigned int busy_percent(unsigned int d)
     return st && nvml_pending_ns(st, d) ? 100 : 0;
 }
 
-static nvmlReturn_t sensor(nvmlDevice_t device, const void *out, unsigned int *idx)
-{
-    nvmlReturn_t r = nvml_dev(device, idx);
-    if (r != NVML_SUCCESS)
-        return r;
-    return out ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
-}
-
 /* 30 C idle, 75 C flat out. */
 static unsigned int temperature(unsigned int i) { return 30 + busy_percent(i) * 45 / 100; }
 
@@ -37,7 +29,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
                                                unsigned int *temp)
 {
     unsigned int i;
-    nvmlReturn_t r = sensor(device, temp, &i);
+    nvmlReturn_t r = nvml_dev_out(device, temp, &i);
     if (r != NVML_SUCCESS)
         return r;
     if (sensorType != NVML_TEMPERATURE_GPU)
@@ -50,7 +42,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
                                                 nvmlTemperature_t *temperature_out)
 {
     unsigned int i;
-    nvmlReturn_t r = sensor(device, temperature_out, &i);
+    nvmlReturn_t r = nvml_dev_out(device, temperature_out, &i);
     if (r != NVML_SUCCESS)
         return r;
     if (temperature_out->version != nvmlTemperature_v1)
@@ -65,7 +57,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
 NVML_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
 {
     unsigned int i;
-    nvmlReturn_t r = sensor(device, power, &i);
+    nvmlReturn_t r = nvml_dev_out(device, power, &i);
     if (r != NVML_SUCCESS)
         return r;
     *power = POWER_IDLE_MW + busy_percent(i) * ((POWER_LIMIT_MW - POWER_IDLE_MW) / 100);
@@ -75,7 +67,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int 
 NVML_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
 {
     unsigned int i;
-    nvmlReturn_t r = sensor(device, limit, &i);
+    nvmlReturn_t r = nvml_dev_out(device, limit, &i);
     if (r == NVML_SUCCESS)
         *limit = POWER_LIMIT_MW;
     return r;
@@ -90,7 +82,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device,
 NVML_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
 {
     unsigned int i;
-    nvmlReturn_t r = sensor(device, pState, &i);
+    nvmlReturn_t r = nvml_dev_out(device, pState, &i);
     if (r == NVML_SUCCESS)
         *pState = NVML_PSTATE_0; /* persistence mode on: always ready */
     return r;
@@ -112,7 +104,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_
                                              unsigned int *clock)
 {
     unsigned int i;
-    nvmlReturn_t r = sensor(device, clock, &i);
+    nvmlReturn_t r = nvml_dev_out(device, clock, &i);
     if (r != NVML_SUCCESS)
         return r;
     return clock_mhz(type, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;

@@ -163,11 +163,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                     nvmlUtilization_t *utilization)
 {
     unsigned int i;
-    nvmlReturn_t r = nvml_dev(device, &i);
+    nvmlReturn_t r = nvml_dev_out(device, utilization, &i);
     if (r != NVML_SUCCESS)
         return r;
-    if (!utilization)
-        return NVML_ERROR_INVALID_ARGUMENT;
     struct nvml_sample ref, now;
     utilization->gpu = nvml_util_window(i, 1, &ref, &now) == 0
                            ? nvml_util_share(ref.busy_ns, now.busy_ns, now.t_ns - ref.t_ns)

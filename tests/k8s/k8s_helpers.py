@@ -5,42 +5,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from fake_kubelet import FakeApiServer, FakeKubelet
-
-BIN = Path(sys.executable).parent
-
-
-def tool(name: str) -> str:
-    path = BIN / name
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run `make venv`")
-    return str(path)
-
-
-def stop(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
-    if proc is None:
-        return
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_for(pred, timeout: float = 10.0, step: float = 0.05):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        val = pred()
-        if val or time.monotonic() > deadline:
-            return val
-        time.sleep(step)
+from proc_helpers import stop, tool, wait_for
 
 
 class Controller:

@@ -6,48 +6,27 @@ once with a CDI device name. Skipped only where no container can start."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from container_helpers import CDI_DIR, fill_rootfs, require_podman
+from container_helpers import PODMAN as PODMAN_RUN
 from fake_kubelet import FakeApiServer, FakeKubelet
 from k8s_helpers import Controller, wait_for
 from tgs.k8s.api import dp
 
 pytestmark = pytest.mark.timeout(180)
-ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = ROOT / "build" / "bin" / "tgs-workload"
-CDI_DIR = Path("/var/run/cdi")
 GIB = 1 << 30
-PODMAN = ["podman", "run", "--rm", "--runtime", "runc", "--network", "none",
-          "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
-
-
-def _libs(*files: Path) -> set[str]:
-    out = subprocess.run(["ldd", *map(str, files)], capture_output=True, text=True).stdout
-    return {w for w in out.split() if w.startswith("/") and not w.endswith(":")}
+PODMAN = [*PODMAN_RUN, "--rm"]
 
 
 @pytest.fixture(scope="module")
 def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The workload, the libraries it and the injected ones need, the loader; the driver
     comes with the injection."""
-    if shutil.which("podman") is None or shutil.which("runc") is None:
-        pytest.skip("podman/runc not installed (apt-get install podman runc)")
-    root = tmp_path_factory.mktemp("rootfs")
-    for d in ("bin", "proc", "dev", "sys", "etc", "tmp"):
-        (root / d).mkdir()
-    shutil.copy2(WORKLOAD, root / "bin" / "tgs-workload")
-    for lib in _libs(WORKLOAD, ROOT / "build/libtgs.so", ROOT / "build/sim/libcuda.so.1"):
-        dst = root / lib.lstrip("/")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(lib, dst)
-    r = subprocess.run([*PODMAN, "--rootfs", str(root), "/bin/tgs-workload", "--help"],
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        pytest.skip(f"no container can be started here: {r.stderr.strip()[-300:]}")
-    return root
+    require_podman()
+    return fill_rootfs(tmp_path_factory.mktemp("rootfs"))
 
 
 def _allocated(kubelet: FakeKubelet, apiserver: FakeApiServer, pod: str, ids: list[str],

@@ -13,6 +13,7 @@ from tgs.intercept import segment
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGS = Path(__file__).resolve().parent / "progs"
+COMMON = ROOT / "tests" / "progs"  # probe_common.h, shared with tests/sim/progs
 OUT = ROOT / "build" / "tests"
 
 
@@ -20,15 +21,15 @@ def _build(name: str) -> Path:
     """gcc progs/<name>.c -> build/tests/<name>, atomically (parallel sessions may race)."""
     src = PROGS / f"{name}.c"
     exe = OUT / name
-    if exe.exists() and exe.stat().st_mtime >= max(
-        src.stat().st_mtime, (ROOT / "libshim" / "shim.h").stat().st_mtime
-    ):
+    deps = (src, ROOT / "libshim" / "shim.h", COMMON / "probe_common.h")
+    if exe.exists() and exe.stat().st_mtime >= max(d.stat().st_mtime for d in deps):
         return exe
     OUT.mkdir(parents=True, exist_ok=True)
     tmp = OUT / f".{name}.{os.getpid()}"
     cmd = [
         "gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-        f"-I{ROOT / 'libshim' / 'include'}", f"-I{ROOT / 'libshim'}", str(src), "-o", str(tmp),
+        f"-I{ROOT / 'libshim' / 'include'}", f"-I{ROOT / 'libshim'}", f"-I{COMMON}",
+        str(src), "-o", str(tmp),
         "-Wl,--no-as-needed", f"-L{ROOT / 'build' / 'sim'}", "-lcuda", "-ldl", "-lpthread",
     ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)

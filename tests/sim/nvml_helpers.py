@@ -11,7 +11,11 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
+
+NVML_LIB = Path(__file__).resolve().parents[2] / "build" / "sim" / "libnvidia-ml.so.1"
+MIB = 1 << 20
 
 PRELUDE = """
 import ctypes, json, os, sys, time, warnings

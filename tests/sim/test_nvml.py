@@ -13,21 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nvml_helpers import run_py
-
-ROOT = Path(__file__).resolve().parents[2]
-NVML_LIB = ROOT / "build" / "sim" / "libnvidia-ml.so.1"
-MIB = 1 << 20
+from nvml_helpers import MIB, NVML_LIB, run_py
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def nvml_env(sim_env: dict[str, str]) -> dict[str, str]:
-    if not NVML_LIB.exists():
-        pytest.fail(f"{NVML_LIB} is missing: run `make` first")
-    pytest.importorskip("pynvml")
-    return sim_env
 
 
 def _hold(prog: Path, env: dict[str, str], nbytes: int) -> subprocess.Popen[str]:

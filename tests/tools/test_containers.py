@@ -7,47 +7,24 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tools_helpers import Ctl, start_ctl, stop, tool, wait_for
+from container_helpers import CDI_DIR, PODMAN, fill_rootfs, podman_rm, require_podman
+from tools_helpers import Ctl, cdi_spec, start_ctl, stop, tool, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = ROOT / "build" / "bin" / "tgs-workload"
-CDI_DIR = Path("/var/run/cdi")
 GIB = 1 << 30
-PODMAN = ["podman", "run", "--runtime", "runc", "--network", "none",
-          "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 pytestmark = pytest.mark.timeout(120)
-
-
-def _libs(*files: Path) -> set[str]:
-    out = subprocess.run(["ldd", *map(str, files)], capture_output=True, text=True).stdout
-    return {w for w in out.split() if w.startswith("/") and not w.endswith(":")}
 
 
 @pytest.fixture(scope="module")
 def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A minimal root file system: the workload, the libraries it and the injected ones
     need, the dynamic loader; the driver comes with the injection."""
-    if shutil.which("podman") is None or shutil.which("runc") is None:
-        pytest.skip("podman/runc not installed (apt-get install podman runc; .ci/run does)")
-    root = tmp_path_factory.mktemp("rootfs")
-    for d in ("bin", "proc", "dev", "sys", "etc", "tmp"):
-        (root / d).mkdir()
-    shutil.copy2(WORKLOAD, root / "bin" / "tgs-workload")
-    for lib in _libs(WORKLOAD, ROOT / "build/libtgs.so", ROOT / "build/sim/libcuda.so.1"):
-        dst = root / lib.lstrip("/")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(lib, dst)
-    r = subprocess.run([*PODMAN, "--rm", "--rootfs", str(root), "/bin/tgs-workload", "--help"],
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        pytest.skip(f"no container can be started here: {r.stderr.strip()[-300:]}")
-    return root
+    require_podman()
+    return fill_rootfs(tmp_path_factory.mktemp("rootfs"))
 
 
 @pytest.fixture
@@ -64,20 +41,11 @@ def _container(args: list[str], name: str, rootfs: Path, *cmd: str) -> list[str]
     return [*args, "--rm", "--name", name, "--rootfs", str(rootfs), "/bin/tgs-workload", *cmd]
 
 
-def _podman_rm(name: str) -> None:
-    subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, timeout=60)
-
-
 def test_cdi_quota_throttle_and_reclaim(sctl: Ctl, rootfs: Path) -> None:
     job = f"cdi-{secrets.token_hex(3)}"
     ctr = f"tgs-test-{job}"
     assert sctl.run("tgsctl", "add", job, "--mem", "1GiB").returncode == 0
-    r = sctl.run("tgs-inject", "cdi", "--job", job, "--out", str(CDI_DIR),
-                 "--rootfs", str(rootfs))
-    if r.returncode != 0 and "cannot write" in r.stderr:
-        pytest.skip(f"cannot write a CDI spec into {CDI_DIR}: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    spec = Path(r.stdout.split(":")[0])
+    spec = cdi_spec(sctl, job, CDI_DIR, "--rootfs", str(rootfs))
     runner = None
     try:
         dev = ["--device", f"tgs.io/gpu={job}"]
@@ -111,7 +79,7 @@ def test_cdi_quota_throttle_and_reclaim(sctl: Ctl, rootfs: Path) -> None:
         assert "a process died" in sctl.log.read_text()
     finally:
         stop(runner)
-        _podman_rm(ctr)
+        podman_rm(ctr)
         spec.unlink(missing_ok=True)
 
 
@@ -165,11 +133,7 @@ def test_container_cannot_write_what_others_read(sctl: Ctl, rootfs: Path,
     ctr = f"tgs-test-{job}"
     assert sctl.run("tgsctl", "add", job).returncode == 0
     assert sctl.run("tgsctl", "add", other, "--priority", "production").returncode == 0
-    r = sctl.run("tgs-inject", "cdi", "--job", job, "--out", str(CDI_DIR))
-    if r.returncode != 0 and "cannot write" in r.stderr:
-        pytest.skip(f"cannot write a CDI spec into {CDI_DIR}: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    spec = Path(r.stdout.split(":")[0])
+    spec = cdi_spec(sctl, job, CDI_DIR)
     paths = ["/run/tgs/seg/device-0.seg", f"/run/tgs/seg/{job}.ctl",
              f"/run/tgs/seg/pub/{other}.pub", f"/run/tgs/seg/pub/{job}.pub",
              "/run/tgs/seg/pub/new.pub", f"/run/tgs/seg/{job}.seg", f"/run/tgs/own/{job}.pub"]
@@ -178,7 +142,7 @@ def test_container_cannot_write_what_others_read(sctl: Ctl, rootfs: Path,
                             "--rootfs", str(rootfs), "/bin/vandal", *paths],
                            capture_output=True, text=True, timeout=60)
     finally:
-        _podman_rm(ctr)
+        podman_rm(ctr)
         spec.unlink(missing_ok=True)
     assert r.returncode == 0, r.stderr
     got = dict(line.split() for line in r.stdout.splitlines())

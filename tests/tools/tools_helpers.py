@@ -3,69 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from proc_helpers import stop, tool, wait_for
 
 HERE = Path(__file__).resolve().parent
-BIN = Path(sys.executable).parent
 MEMPROBE = HERE / "memprobe.py"
-
-
-def tool(name: str) -> str:
-    path = BIN / name
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run `make venv`")
-    return str(path)
-
-
-def stop(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> None:
-    """Stop a child we started, by its pid, and reap it.  A child started in a session of its
-    own (start_new_session=True: a tgs-run and its command) is stopped with its whole group,
-    so that a SIGKILL of the wrapper leaves no command behind."""
-    if proc is None:
-        return
-    group = _own_group(proc.pid)
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if group:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    for f in (proc.stdin, proc.stdout, proc.stderr):
-        if f is not None:
-            f.close()
-
-
-def _own_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == pid != os.getpgid(0)
-    except ProcessLookupError:
-        return False
-
-
-def wait_for(pred, timeout: float = 10.0, step: float = 0.05):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        val = pred()
-        if val or time.monotonic() > deadline:
-            return val
-        time.sleep(step)
 
 
 @dataclass
@@ -101,6 +52,16 @@ class Ctl:
         r = self.run(name, *args)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
+
+
+def cdi_spec(ctl: Ctl, job: str, out: Path, *extra: str) -> Path:
+    """`tgs-inject cdi` for job into out (extra: e.g. --rootfs DIR): the spec's path; skips
+    the test where out cannot be written."""
+    r = ctl.run("tgs-inject", "cdi", "--job", job, "--out", str(out), *extra)
+    if r.returncode != 0 and "cannot write" in r.stderr:
+        pytest.skip(f"cannot write a CDI spec into {out}: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    return Path(r.stdout.split(":")[0])
 
 
 def start_ctl(tmp_path: Path, sim_env: dict[str, str], *args: str) -> Iterator[Ctl]:

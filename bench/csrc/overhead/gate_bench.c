@@ -13,14 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
-
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
+#include "bench_common.h"
 
 static void sleep_us(long us)
 {
@@ -30,16 +23,9 @@ static void sleep_us(long us)
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
     CUfunction f;
-    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) ||
-        cuCtxSetCurrent(c) || cuModuleLoadData(&m, "// tgs-sim: cost k 0\n") ||
-        cuModuleGetFunction(&f, m, "k")) {
-        fprintf(stderr, "gate_bench: driver init failed\n");
+    if (bench_init("gate_bench", &f))
         return 1;
-    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 5 && !strcmp(argv[1], "prod")) {
         int n = atoi(argv[2]);

@@ -14,14 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
-
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
+#include "bench_common.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -31,16 +24,9 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
     CUfunction f;
-    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) ||
-        cuCtxSetCurrent(c) || cuModuleLoadData(&m, "// tgs-sim: cost k 0\n") ||
-        cuModuleGetFunction(&f, m, "k")) {
-        fprintf(stderr, "launch_bench: driver init failed\n");
+    if (bench_init("launch_bench", &f))
         return 1;
-    }
     if (argc == 3 && !strcmp(argv[1], "count")) {
         long n = atol(argv[2]);
         for (long i = 0; i < n; i++)

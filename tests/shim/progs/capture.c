@@ -23,49 +23,19 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 static CUfunction fn;
 static CUstream s, s2, s3;
 static CUgraphExec exec;
 
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
-/* Real PTX (a real driver JIT-compiles it; the simulator reads the cost line). */
-static const char PTX[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                          "// tgs-sim: cost k 1\n"
-                          ".visible .entry k()\n{\n    ret;\n}\n";
-
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, PTX);
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
+    int r = probe_init_kernel(PROBE_PTX, &fn);
     if (!r) r = cuStreamCreate(&s, 0);
     if (!r) r = cuStreamCreate(&s2, 0);
     if (!r) r = cuStreamCreate(&s3, 0);
     return r;
-}
-
-static unsigned long long arg(const char *str, int i)
-{
-    const char *p = str;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, ':');
-        if (p) p++;
-    }
-    return p ? strtoull(p, NULL, 10) : 0;
 }
 
 static int launch_n(CUstream st, unsigned long long n, unsigned g, unsigned b)
@@ -213,26 +183,18 @@ static int cmd(const char *c)
         cuStreamIsCapturing(s, &st);
         int e = cuStreamEndCapture(s, &g);
         printf("illegal %d %d %d %d\n", sy, (int)st, e, g == NULL);
-    } else if (!strcmp(c, "sync")) {
-        printf("sync %d\n", cuCtxSynchronize());
     } else if (!strcmp(c, "ready")) {
         char line[16];
         printf("ready\n");
         fflush(stdout);
         if (!fgets(line, sizeof line, stdin)) { /* parent closed stdin: go on */ }
     } else {
-        printf("unknown %s\n", c);
-        return 2;
+        return PROBE_UNKNOWN;
     }
-    fflush(stdout);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 1; i < argc; i++)
-        if (cmd(argv[i]) == 2)
-            return 2;
-    return 0;
+    return probe_main(argc, argv, cmd);
 }

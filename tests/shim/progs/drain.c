@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 #define NSTREAMS 10
 
@@ -29,29 +29,11 @@ static CUevent old;
 
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, "// tgs-sim: cost k 1\n.entry k {}\n");
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
+    int r = probe_init_kernel(PROBE_SIM_IMAGE, &fn);
     for (int i = 1; i < NSTREAMS && !r; i++)
         r = cuStreamCreate(&st[i], 0);
     if (!r) r = cuEventCreate(&old, CU_EVENT_DISABLE_TIMING);
     return r;
-}
-
-static unsigned long long arg(const char *s, int i)
-{
-    const char *p = s;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, ':');
-        if (p) p++;
-    }
-    return p ? strtoull(p, NULL, 10) : 0;
 }
 
 static CUstream stream(unsigned long long i)
@@ -93,24 +75,16 @@ static int cmd(const char *c)
         if (p > 0)
             waitpid(p, &status, 0);
         printf("fork %d\n", status);
-    } else if (!strcmp(c, "sync")) {
-        printf("sync %d\n", cuCtxSynchronize());
     } else if (!strcmp(c, "quit")) {
         fflush(stdout);
         exit(0);
     } else {
-        printf("unknown %s\n", c);
-        return 2;
+        return PROBE_UNKNOWN;
     }
-    fflush(stdout);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 1; i < argc; i++)
-        if (cmd(argv[i]) == 2)
-            return 2;
-    return 0;
+    return probe_main(argc, argv, cmd);
 }

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 static CUfunction fn;
 
@@ -57,35 +57,9 @@ static int narrays;
 static CUmipmappedArray mips[256];
 static int nmips;
 
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, "// tgs-sim: cost k 1\n.entry k {}\n");
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
-    return r;
-}
-
-static unsigned long long arg(const char *s, int i)
-{
-    const char *p = s;
-    for (int k = 0; k < i && p; k++) {
-        p = strchr(p, ':');
-        if (p) p++;
-    }
-    return p ? strtoull(p, NULL, 10) : 0;
+    return probe_init_kernel(PROBE_SIM_IMAGE, &fn);
 }
 
 static void keep(CUdeviceptr p)
@@ -291,22 +265,13 @@ static int cmd(const char *c)
         }
         fflush(stdout);
         printf("sigbus survived %d\n", m[0]);
-    } else if (!strcmp(c, "sync")) {
-        r = cuCtxSynchronize();
-        printf("sync %d\n", r);
     } else {
-        printf("unknown %s\n", c);
-        return 2;
+        return PROBE_UNKNOWN;
     }
-    fflush(stdout);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    for (int i = 1; i < argc; i++)
-        if (cmd(argv[i]) == 2)
-            return 2;
-    return 0;
+    return probe_main(argc, argv, cmd);
 }

@@ -10,34 +10,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "tgs/cuda_abi.h"
+#include "probe_common.h"
 
 static CUfunction fn;
 
-static unsigned long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
-/* Real PTX (a real driver JIT-compiles it; the simulator reads the cost line). */
-static const char PTX[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                          "// tgs-sim: cost k 1\n"
-                          ".visible .entry k()\n{\n    ret;\n}\n";
-
 static int init(void)
 {
-    CUdevice d;
-    CUcontext c;
-    CUmodule m;
-    int r = cuInit(0);
-    if (!r) r = cuDeviceGet(&d, 0);
-    if (!r) r = cuDevicePrimaryCtxRetain(&c, d);
-    if (!r) r = cuCtxSetCurrent(c);
-    if (!r) r = cuModuleLoadData(&m, PTX);
-    if (!r) r = cuModuleGetFunction(&fn, m, "k");
-    return r;
+    return probe_init_kernel(PROBE_PTX, &fn);
 }
 
 static int kern(CUstream s) { return cuLaunchKernel(fn, 1000, 1, 1, 1000, 1, 1, 0, s, NULL, NULL); }

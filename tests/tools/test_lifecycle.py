@@ -118,13 +118,17 @@ def test_killed_wrapper_background_grandchild_keeps_the_job(ctl: Ctl,
                                                            tmp_path: Path) -> None:
     """The command exits, leaving a background process of its tree: the job stays while
     it runs (it holds the lease), then goes."""
-    pidfile = tmp_path / "bg.pid"
+    pidfile, go = tmp_path / "bg.pid", tmp_path / "go"
+    # the background process lives until the test says so (no race with a loaded machine)
     r = ctl.run("tgs-run", "--name", "bg", "--", "sh", "-c",
-                f"sleep 1.5 & echo $! > {pidfile}")
+                f"(while [ ! -e {go} ]; do sleep 0.05; done) >/dev/null 2>&1 & "
+                f"echo $! > {pidfile}")
     assert r.returncode == 0, r.stderr
     bg = int(pidfile.read_text())
     try:
+        time.sleep(0.5)                                 # several control periods
         assert "bg" in ctl.jobs()
+        go.touch()
         assert wait_for(lambda: "bg" not in ctl.jobs(), timeout=15)
         assert not _alive(bg)
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .header import const, ffi
+from .mapped import MappedStruct
 
 CTL_MAGIC = const("TGS_CTL_MAGIC")
 VERSION = const("TGS_SEG_VERSION")
@@ -125,17 +126,19 @@ def open_control(path: str | os.PathLike[str], readonly: bool = False) -> Contro
     return ctl
 
 
-class ControlSegment:
-    """A mapped .ctl (the controller's own file)."""
+class ControlSegment(MappedStruct):
+    """A mapped .ctl (the controller's own file); ``header`` is its struct."""
+
+    CTYPE = "struct tgs_ctl_header *"
 
     def __init__(self, path: Path, mm: mmap.mmap) -> None:
-        self.path = path
-        self._mm: mmap.mmap | None = mm
+        super().__init__(path, mm)
         self.mm = mm                        # the controller reads control lines with struct
-        self._ffi = ffi()
-        self._buf = self._ffi.from_buffer(mm)
-        self.header: Any = self._ffi.cast("struct tgs_ctl_header *", self._buf)
         self.nslots = 0
+
+    @property
+    def header(self) -> Any:
+        return self.view
 
     def validate(self, size: int) -> None:
         i, p = self.header.id, self.path
@@ -222,10 +225,3 @@ class ControlSegment:
     def heartbeat(self) -> None:
         self.header.controller_heartbeat_ns = time.monotonic_ns()
 
-    def close(self) -> None:
-        if self._mm is None:
-            return
-        self.header = None
-        self._ffi.release(self._buf)
-        self._mm.close()
-        self._mm = None

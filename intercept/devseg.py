@@ -14,11 +14,11 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .atomic_file import write_atomically
 from .control import NAME_MAX, SegmentError, set_str
 from .header import const, ffi
+from .mapped import MappedStruct
 
 DEV_MAGIC = const("TGS_DEV_MAGIC")
 DEV_VERSION = const("TGS_DEV_VERSION")
@@ -76,15 +76,13 @@ def open_device(path: str | os.PathLike[str]) -> DeviceSegment:
     return dev
 
 
-class DeviceSegment:
+class DeviceSegment(MappedStruct):
     """A mapped device segment (the controller's own file)."""
 
+    CTYPE = "struct tgs_dev_segment *"
+
     def __init__(self, path: Path, mm: mmap.mmap) -> None:
-        self.path = path
-        self._mm: mmap.mmap | None = mm
-        self._ffi = ffi()
-        self._buf = self._ffi.from_buffer(mm)
-        self.view: Any = self._ffi.cast("struct tgs_dev_segment *", self._buf)
+        super().__init__(path, mm)
         self._jobs: tuple[DevJob, ...] | None = None
 
     @property
@@ -127,16 +125,3 @@ class DeviceSegment:
         self._jobs = want
         return True
 
-    def close(self) -> None:
-        if self._mm is None:
-            return
-        self.view = None
-        self._ffi.release(self._buf)
-        self._mm.close()
-        self._mm = None
-
-    def __enter__(self) -> DeviceSegment:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -11,11 +11,11 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import Any
 
 from .atomic_file import write_atomically
 from .control import NAME_MAX, set_str
 from .header import const, ffi
+from .mapped import MappedStruct
 
 PUB_MAGIC = const("TGS_PUB_MAGIC")
 VERSION = const("TGS_SEG_VERSION")
@@ -61,15 +61,10 @@ def open_pub(path: str | os.PathLike[str]) -> Pub:
     return Pub(p, mm)
 
 
-class Pub:
+class Pub(MappedStruct):
     """A publish page mapped read-write (tests, tools that own it)."""
 
-    def __init__(self, path: Path, mm: mmap.mmap) -> None:
-        self.path = path
-        self._mm: mmap.mmap | None = mm
-        self._ffi = ffi()
-        self._buf = self._ffi.from_buffer(mm)
-        self.view: Any = self._ffi.cast("struct tgs_pub *", self._buf)
+    CTYPE = "struct tgs_pub *"
 
     @property
     def busy(self) -> int:
@@ -94,16 +89,3 @@ class Pub:
         n = int(self.view.gap_idx)
         return [int(self.view.gap_ns[i % GAP_RING]) for i in range(max(0, n - GAP_RING), n)]
 
-    def close(self) -> None:
-        if self._mm is None:
-            return
-        self.view = None
-        self._ffi.release(self._buf)
-        self._mm.close()
-        self._mm = None
-
-    def __enter__(self) -> Pub:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

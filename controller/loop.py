@@ -35,7 +35,8 @@ MAX_LAUNCH_RATE = float(1 << 24)   # launches/s per process
 class _Track:
     """What the loop remembers about one job between periods."""
 
-    prev: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)  # slot -> gen, ...
+    # slot -> (generation, launches, work, throttled ns, blocks) last period
+    prev: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
     gate: tuple[int, int] | None = None
     defaults: tuple[int, int, int] | None = None
     seen_live: bool = False
@@ -44,6 +45,7 @@ class _Track:
     work_total: int = 0
     launches_total: int = 0
     throttled_ns_total: int = 0
+    blocks_total: int = 0
     gap_mask: int = 0              # union of the masks dealt to its processes (device table)
     busy_excess: int = -1          # production: pub.busy - live busy slots, last period
     busy_bias: int = 0             # published in the device table
@@ -165,7 +167,7 @@ class ControlLoop:
                      "next process attaches", job.rec.name)
         return live
 
-    def _totals(self, job: Job, retired: tuple[int, int, int], live: list[SlotSample],
+    def _totals(self, job: Job, retired: tuple[int, int, int, int], live: list[SlotSample],
                 dt: float) -> None:
         """Job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed between
         the two reads makes the sum look briefly low: keep the high-water mark.  The tenant
@@ -182,16 +184,18 @@ class ControlLoop:
                              MAX_WORK_RATE)
         tr.throttled_ns_total = grow(tr.throttled_ns_total,
                                      retired[2] + sum(s.throttled_ns for s in live), 1e9)
+        tr.blocks_total = grow(tr.blocks_total, retired[3] + sum(s.blocks for s in live),
+                               MAX_WORK_RATE)
 
     def _signals(self, job: Job, live: list[SlotSample], dt: float) -> JobSignals:
         tr = self.tracks.setdefault(job.rec.name, _Track())
-        work = launches = thr = 0
+        work = launches = thr = blocks = 0
         prev, nxt = tr.prev, {}
         max_work, max_launch, max_thr = MAX_WORK_RATE * dt, MAX_LAUNCH_RATE * dt, dt * 1e9
         for s in live:
             p = prev.get(s.slot)
             if p is None or p[0] != s.generation:
-                p = (s.generation, 0, 0, 0)
+                p = (s.generation, 0, 0, 0, 0)
             # a counter that went backwards gives 0; a jump is clamped: a lie is limited
             d = s.launches - p[1]
             launches += (d if d < max_launch else max_launch) if d > 0 else 0
@@ -199,13 +203,15 @@ class ControlLoop:
             work += (d if d < max_work else max_work) if d > 0 else 0
             d = s.throttled_ns - p[3]
             thr += (d if d < max_thr else max_thr) if d > 0 else 0
-            nxt[s.slot] = (s.generation, s.launches, s.work, s.throttled_ns)
+            d = s.blocks - p[4]
+            blocks += (d if d < max_work else max_work) if d > 0 else 0
+            nxt[s.slot] = (s.generation, s.launches, s.work, s.throttled_ns, s.blocks)
         tr.prev = nxt
         n = len(live)
         return JobSignals(
             name=job.rec.name, priority=job.rec.priority, weight=job.rec.weight,
             device=job.rec.device_index, nproc=n, work_rate=work / dt,
-            launch_rate=launches / dt,
+            launch_rate=launches / dt, block_rate=blocks / dt,
             throttled_frac=min(1.0, thr / (dt * 1e9 * n)) if n else 0.0,
             inflight=sum(s.inflight for s in live),
             busy=sum(1 for s in live if s.dev_active) if job.rec.priority == PRODUCTION else 0)
@@ -302,6 +308,7 @@ class ControlLoop:
             mem_used=min(iseg.QUOTA_UNLIMITED, sum(s.mem_used for s in live)),
             segment_damaged=seg.damaged if isinstance(seg, JobSeg) else None,
             work_rate=round(sig.work_rate, 1), launch_rate=round(sig.launch_rate, 1),
+            block_rate=round(sig.block_rate, 1),
             throttled_frac=round(sig.throttled_frac, 4), inflight=sig.inflight,
             rate=None if dec is None or dec.rate is None else round(dec.rate, 1),
             inflight_cap=dec.inflight_cap if dec else None,
@@ -311,6 +318,7 @@ class ControlLoop:
             work_total=tr.work_total if tr else None,
             launches_total=tr.launches_total if tr else None,
             throttled_s_total=tr.throttled_ns_total / 1e9 if tr else None,
+            blocks_total=tr.blocks_total if tr else None,
         )
         job.stats = st
         return MetricsEntry(job.rec.name, job.rec.priority, job.rec.device_index,

@@ -32,6 +32,7 @@ class JobTotals:
     throttled_s: float = 0.0
     work_units: float = 0.0
     launches: float = 0.0
+    blocks: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class MetricsTap:
                 tot.work_units = float(st.work_total)
             if st is not None and st.launches_total is not None:
                 tot.launches = float(st.launches_total)
+            if st is not None and st.blocks_total is not None:
+                tot.blocks = float(st.blocks_total)
             jobs.append(info)
         for gone in set(self.totals) - set(self.registry.jobs):
             del self.totals[gone]
@@ -102,7 +105,7 @@ class MetricsTap:
         gpus = [(s, uuids.get(s.index, "?"),
                  sum(j.get("mem_used", 0) or 0 for j in jobs if j["device"] == s.index))
                 for s in self.sampler.last]
-        totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches)
+        totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches, v.blocks)
                   for k, v in self.totals.items()}
         self.snapshot = Snapshot(jobs, totals, gpus, self.loop.status().to_dict())
 
@@ -129,7 +132,8 @@ class TgsCollector(Collector):
         c = {k: CounterMetricFamily(f"tgs_job_{k}", d, labels=jl) for k, d in (
             ("throttled_seconds", "Time the job's processes waited for tokens."),
             ("work_units", "Work units (GPU threads) the job launched."),
-            ("launches", "Kernel launches of the job."))}
+            ("launches", "Kernel launches of the job."),
+            ("blocks", "Thread blocks (grid sizes) the job launched."))}
         for j in snap.jobs:
             lv = [j["name"], j["priority"], str(j["device"])]
             g["memory_used_bytes"].add_metric(lv, j.get("mem_used", 0) or 0)
@@ -144,6 +148,7 @@ class TgsCollector(Collector):
             c["throttled_seconds"].add_metric(lv, tot.throttled_s)
             c["work_units"].add_metric(lv, tot.work_units)
             c["launches"].add_metric(lv, tot.launches)
+            c["blocks"].add_metric(lv, tot.blocks)
         yield from g.values()
         yield from c.values()
         gl = ["gpu", "uuid"]

@@ -74,7 +74,10 @@ class JobStats(Reply):
     work_total: int | None = None      # exact totals since the controller started
     launches_total: int | None = None
     throttled_s_total: float | None = None
-    OPTIONAL = frozenset({"work_total", "launches_total", "throttled_s_total"})
+    block_rate: float | None = None    # thread blocks launched per second (TGS's unit)
+    blocks_total: int | None = None
+    OPTIONAL = frozenset({"work_total", "launches_total", "throttled_s_total", "block_rate",
+                          "blocks_total"})
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from tgs.intercept.header import ffi
 from tgs.intercept.pub import create_pub, pub_path
 from tgs.intercept.tenant import (
     HEADER_SIZE,
+    LANE_FIELDS,
     LANES,
     PLAUSIBLE_BYTES,
     SLOT_ACTIVE,
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 _F = ffi()
 _RETIRED_OFF = _F.offsetof("struct tgs_seg_header", "retired_launches")
 assert _F.offsetof("struct tgs_seg_header", "retired_throttled_ns") == _RETIRED_OFF + 16
-_RETIRED = struct.Struct("<3Q")
+assert _F.offsetof("struct tgs_seg_header", "retired_blocks") == _RETIRED_OFF + 24
+_RETIRED = struct.Struct("<4Q")         # launches, work, throttled ns, blocks
 _LINE_BASE = _F.sizeof("struct tgs_ctl_header")
 _LINE_SIZE = _F.sizeof("struct tgs_ctl_slot")
 assert (_F.offsetof("struct tgs_ctl_slot", "burst"), _F.offsetof("struct tgs_ctl_slot",
@@ -56,13 +58,14 @@ def _slot_struct() -> tuple[struct.Struct, list[str]]:
         ("inflight_work", "Q"), ("dev_active", "I"))]
     lanes, lane = _F.offsetof("struct tgs_slot", "lanes"), _F.sizeof("struct tgs_lane")
     for k in range(LANES):
-        for f, c in (("launches", "Q"), ("work", "Q"), ("throttled_ns", "Q")):
-            items.append((lanes + k * lane + _F.offsetof("struct tgs_lane", f), c, f"{f}{k}"))
+        for f in LANE_FIELDS:
+            items.append((lanes + k * lane + _F.offsetof("struct tgs_lane", f), "Q", f"{f}{k}"))
     return packed_struct(items)
 
 
 _SLOT, _NAMES = _slot_struct()
-_LANE0 = _NAMES.index("launches0")          # lanes come last, 3 values each
+_LANE0 = _NAMES.index("launches0")          # lanes come last, _NL values each
+_NL = len(LANE_FIELDS)
 (I_PID, I_GEN, I_MEM, I_INFLIGHT, I_DEVACT) = (
     _NAMES.index(n) for n in ("pid", "generation", "mem_used", "inflight_work", "dev_active"))
 LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 periods (0.2 s)
@@ -85,6 +88,7 @@ class SlotSample:
     rate: int
     burst: int
     cap: int
+    blocks: int = 0         # thread blocks launched (TGS's unit)
 
 
 class JobSeg:
@@ -98,7 +102,7 @@ class JobSeg:
         self.name = ctl.job_name
         self.generation = ctl.created_ns
         self.damaged: str | None = None
-        self._retired: tuple[int, int, int] = (0, 0, 0)
+        self._retired: tuple[int, int, int, int] = (0, 0, 0, 0)
         self._known: dict[int, int] = {}        # slot -> generation seen live
 
     def apply_identity(self, rec: JobRecord) -> None:
@@ -113,8 +117,9 @@ class JobSeg:
             os.close(self.pub_fd)
             self.pub_fd = -1
 
-    def retired(self) -> tuple[int, int, int]:
-        """Lane totals of reclaimed slots (launches, work, throttled ns) as of the last scan."""
+    def retired(self) -> tuple[int, int, int, int]:
+        """Lane totals of reclaimed slots (launches, work, throttled ns, blocks) as of the last
+        scan."""
         return self._retired
 
     def scan(self, tick: int = 0) -> tuple[list[SlotSample], bool]:
@@ -151,10 +156,10 @@ class JobSeg:
             lanes = w[_LANE0:]
             rate, burst, cap = _LINE.unpack_from(ctl_mm, _LINE_BASE + i * _LINE_SIZE)
             mem = w[I_MEM]
-            out.append(SlotSample(i, gen, w[I_PID], sum(lanes[0::3]), sum(lanes[1::3]),
-                                  sum(lanes[2::3]), mem if mem < PLAUSIBLE_BYTES
+            out.append(SlotSample(i, gen, w[I_PID], sum(lanes[0::_NL]), sum(lanes[1::_NL]),
+                                  sum(lanes[2::_NL]), mem if mem < PLAUSIBLE_BYTES
                                   else PLAUSIBLE_BYTES, w[I_INFLIGHT], 1 if w[I_DEVACT] else 0,
-                                  rate, burst, cap))
+                                  rate, burst, cap, sum(lanes[3::_NL])))
         self._known = nxt
         return out, dead
 

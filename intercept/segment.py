@@ -56,7 +56,8 @@ HEADER_SIZE = ffi().sizeof("struct tgs_seg_header")
 SLOT_SIZE = ffi().sizeof("struct tgs_slot")
 CONTROL_FIELDS = frozenset(("rate", "burst", "inflight_cap", "control_seq", "gap_mask"))
 LEDGER_FIELDS = frozenset(("ledger_lock", "mem_used", "mem_peak", "ledger_dirty",
-                           "retired_launches", "retired_work", "retired_throttled_ns"))
+                           "retired_launches", "retired_work", "retired_throttled_ns",
+                           "retired_blocks"))
 
 __all__ = [
     "CTL_HEADER_SIZE", "CTL_SLOT_SIZE", "GATE_FIT", "GATE_PUBLISH", "GATE_WAIT", "HEADER_SIZE",
@@ -86,6 +87,7 @@ class SlotCounters:
     oom_count: int
     alloc_count: int
     dev_active: int
+    blocks: int = 0             # thread blocks launched (grid sizes summed: TGS's unit)
 
 
 class _Joined:
@@ -275,19 +277,20 @@ class Segment:
     # -- counters ------------------------------------------------------------------------------
     def counters(self, i: int) -> SlotCounters:
         s = self.tenant_slot(i)
-        sums = [0, 0, 0, 0]
+        sums = [0, 0, 0, 0, 0]
         for lane in s.lanes:
             sums[0] += lane.launches
             sums[1] += lane.work
             sums[2] += lane.throttled_ns
             sums[3] += lane.throttled
+            sums[4] += lane.blocks
         return SlotCounters(
             slot=i, state=int(s.state), pid=int(s.pid), generation=int(s.generation),
             comm=self._ffi.string(s.comm).decode(errors="replace"),
             heartbeat_ns=int(s.heartbeat_ns), launches=sums[0], work=sums[1],
             throttled_ns=sums[2], throttled=sums[3], mem_used=int(s.mem_used),
             inflight_work=int(s.inflight_work), oom_count=int(s.oom_count),
-            alloc_count=int(s.alloc_count), dev_active=int(s.dev_active))
+            alloc_count=int(s.alloc_count), dev_active=int(s.dev_active), blocks=sums[4])
 
     def snapshot(self) -> list[SlotCounters]:
         """Counters of every slot that is not FREE."""

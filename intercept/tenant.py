@@ -57,7 +57,9 @@ _IDENT, _ = packed_struct([(_off("struct tgs_ident", f), c, f) for f, c in (
     ("job_name", "64s"))])
 _LEDGER, _ = packed_struct([(_off("struct tgs_seg_header", f), c, f) for f, c in (
     ("mem_used", "Q"), ("mem_peak", "Q"), ("ledger_dirty", "I"), ("retired_launches", "Q"),
-    ("retired_work", "Q"), ("retired_throttled_ns", "Q"))])
+    ("retired_work", "Q"), ("retired_throttled_ns", "Q"), ("retired_blocks", "Q"))])
+# the lane counters read per lane, in this order (LANE_FIELDS values per lane, lanes last)
+LANE_FIELDS = ("launches", "work", "throttled_ns", "blocks")
 
 
 def _slot_struct() -> tuple[struct.Struct, list[str]]:
@@ -66,13 +68,14 @@ def _slot_struct() -> tuple[struct.Struct, list[str]]:
         ("inflight_work", "Q"), ("oom_count", "Q"), ("alloc_count", "Q"), ("dev_active", "I"))]
     lanes, lane = _off("struct tgs_slot", "lanes"), _F.sizeof("struct tgs_lane")
     for k in range(LANES):
-        for f, c in (("launches", "Q"), ("work", "Q"), ("throttled_ns", "Q")):
-            items.append((lanes + k * lane + _off("struct tgs_lane", f), c, f"{f}{k}"))
+        for f in LANE_FIELDS:
+            items.append((lanes + k * lane + _off("struct tgs_lane", f), "Q", f"{f}{k}"))
     return packed_struct(items)
 
 
 _SLOT, _NAMES = _slot_struct()
 _LANE0 = _NAMES.index("launches0")
+_NL = len(LANE_FIELDS)
 (I_STATE, I_PID, I_GEN, I_COMM, I_MEM, I_INFLIGHT, I_OOM, I_ALLOC, I_DEVACT) = (
     _NAMES.index(n) for n in ("state", "pid", "generation", "comm", "mem_used", "inflight_work",
                               "oom_count", "alloc_count", "dev_active"))
@@ -97,6 +100,7 @@ class TenantSlot:
     oom_count: int
     alloc_count: int
     dev_active: int
+    blocks: int = 0             # thread blocks launched (TGS's unit)
 
 
 @dataclass
@@ -104,7 +108,7 @@ class SegRead:
     damaged: str | None = None               # why the read is unusable (then no figures)
     mem_used: int = 0
     mem_peak: int = 0
-    retired: tuple[int, int, int] = (0, 0, 0)
+    retired: tuple[int, int, int, int] = (0, 0, 0, 0)   # launches, work, throttled ns, blocks
     slots: list[TenantSlot] = field(default_factory=list)   # ACTIVE slots, in slot order
 
 
@@ -176,9 +180,9 @@ class SegReader:
         buf, why = self.fetch()
         if why:
             return SegRead(damaged=why)
-        used, peak, _dirty, r0, r1, r2 = _LEDGER.unpack_from(buf, 0)
+        used, peak, _dirty, r0, r1, r2, r3 = _LEDGER.unpack_from(buf, 0)
         out = SegRead(mem_used=min(used, PLAUSIBLE_BYTES), mem_peak=min(peak, PLAUSIBLE_BYTES),
-                      retired=(r0, r1, r2))
+                      retired=(r0, r1, r2, r3))
         for i in range(self.nslots):
             off = HEADER_SIZE + i * SLOT_SIZE
             if SLOT_STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
@@ -187,9 +191,9 @@ class SegReader:
             lanes = w[_LANE0:]
             out.slots.append(TenantSlot(
                 i, w[I_GEN], w[I_PID], w[I_COMM].split(b"\0", 1)[0].decode(errors="replace"),
-                sum(lanes[0::3]), sum(lanes[1::3]), sum(lanes[2::3]),
+                sum(lanes[0::_NL]), sum(lanes[1::_NL]), sum(lanes[2::_NL]),
                 min(w[I_MEM], PLAUSIBLE_BYTES), w[I_INFLIGHT], w[I_OOM], w[I_ALLOC],
-                1 if w[I_DEVACT] else 0))
+                1 if w[I_DEVACT] else 0, sum(lanes[3::_NL])))
         return out
 
     def close(self) -> None:

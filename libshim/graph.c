@@ -1,17 +1,21 @@
 /*
  * libshim/graph.c: the work of a CUDA graph, counted at instantiation by
  * walking its nodes through the REAL driver functions, and remembered per
- * executable graph.  Child-graph nodes are not descended into (the ABI subset
- * has no cuGraphChildGraphNodeGetGraph): their kernels are not charged.
+ * executable graph: threads (work units), thread blocks and kernel nodes.
+ * Child-graph nodes are not descended into (the ABI subset has no
+ * cuGraphChildGraphNodeGetGraph): their kernels are not charged.
  */
 #include <stdlib.h>
 
 #include "shim.h"
 
-static uint64_t node_threads(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz)
+static void add_node(struct tgs_launch_count *c, unsigned gx, unsigned gy, unsigned gz,
+                     unsigned bx, unsigned by, unsigned bz)
 {
-    return (uint64_t)gx * gy * gz * ((uint64_t)bx * by * bz);
+    uint64_t blocks = (uint64_t)gx * gy * gz;
+    c->work += blocks * ((uint64_t)bx * by * bz);
+    c->blocks += blocks;
+    c->kernels++;
 }
 
 void tgs_graph_note(CUgraphExec exec, CUgraph graph)
@@ -27,7 +31,7 @@ void tgs_graph_note(CUgraphExec exec, CUgraph graph)
         free(nodes);
         return;
     }
-    uint64_t work = 0, kernels = 0;
+    struct tgs_launch_count c = { 0, 0, 0 };
     for (size_t i = 0; i < n; i++) {
         CUgraphNodeType t;
         if (R->cuGraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS || t != CU_GRAPH_NODE_TYPE_KERNEL)
@@ -36,39 +40,42 @@ void tgs_graph_note(CUgraphExec exec, CUgraph graph)
             CUDA_KERNEL_NODE_PARAMS_v2 p = { 0 };
             if (R->cuGraphKernelNodeGetParams_v2(nodes[i], &p) != CUDA_SUCCESS)
                 continue;
-            work += node_threads(p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
-                                 p.blockDimZ);
+            add_node(&c, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                     p.blockDimZ);
         } else if (R->cuGraphKernelNodeGetParams) {
             CUDA_KERNEL_NODE_PARAMS_v1 p = { 0 };
             if (R->cuGraphKernelNodeGetParams(nodes[i], &p) != CUDA_SUCCESS)
                 continue;
-            work += node_threads(p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
-                                 p.blockDimZ);
-        } else {
-            continue;
+            add_node(&c, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                     p.blockDimZ);
         }
-        kernels++;
     }
     free(nodes);
-    uint64_t old;
-    tgs_ptrmap_take(&tgs_g.graphs, TGS_KIND_GRAPH_WORK, (uintptr_t)exec, &old);
-    tgs_ptrmap_take(&tgs_g.graphs, TGS_KIND_GRAPH_KERNELS, (uintptr_t)exec, &old);
-    tgs_ptrmap_put(&tgs_g.graphs, TGS_KIND_GRAPH_WORK, (uintptr_t)exec, work);
-    tgs_ptrmap_put(&tgs_g.graphs, TGS_KIND_GRAPH_KERNELS, (uintptr_t)exec, kernels);
-    tgs_log(TGS_LOG_DEBUG, "graph exec %p: %llu kernels, %llu work units", (void *)exec,
-            (unsigned long long)kernels, (unsigned long long)work);
+    tgs_graph_forget(exec);
+    tgs_ptrmap_put(&tgs_g.graphs, TGS_KIND_GRAPH_WORK, (uintptr_t)exec, c.work);
+    tgs_ptrmap_put(&tgs_g.graphs, TGS_KIND_GRAPH_BLOCKS, (uintptr_t)exec, c.blocks);
+    tgs_ptrmap_put(&tgs_g.graphs, TGS_KIND_GRAPH_KERNELS, (uintptr_t)exec, c.kernels);
+    tgs_log(TGS_LOG_DEBUG, "graph exec %p: %llu kernels, %llu blocks, %llu work units",
+            (void *)exec, (unsigned long long)c.kernels, (unsigned long long)c.blocks,
+            (unsigned long long)c.work);
 }
 
-int tgs_graph_work(CUgraphExec exec, uint64_t *work, uint64_t *kernels)
+int tgs_graph_work(CUgraphExec exec, struct tgs_launch_count *out)
 {
-    return tgs_ptrmap_get(&tgs_g.graphs, TGS_KIND_GRAPH_WORK, (uintptr_t)exec, work) &&
-           tgs_ptrmap_get(&tgs_g.graphs, TGS_KIND_GRAPH_KERNELS, (uintptr_t)exec, kernels);
+    uintptr_t k = (uintptr_t)exec;
+    if (tgs_ptrmap_get(&tgs_g.graphs, TGS_KIND_GRAPH_WORK, k, &out->work) &&
+        tgs_ptrmap_get(&tgs_g.graphs, TGS_KIND_GRAPH_BLOCKS, k, &out->blocks) &&
+        tgs_ptrmap_get(&tgs_g.graphs, TGS_KIND_GRAPH_KERNELS, k, &out->kernels))
+        return 1;
+    out->work = out->blocks = out->kernels = 0;
+    return 0;
 }
 
 void tgs_graph_forget(CUgraphExec exec)
 {
     uint64_t old;
     tgs_ptrmap_take(&tgs_g.graphs, TGS_KIND_GRAPH_WORK, (uintptr_t)exec, &old);
+    tgs_ptrmap_take(&tgs_g.graphs, TGS_KIND_GRAPH_BLOCKS, (uintptr_t)exec, &old);
     tgs_ptrmap_take(&tgs_g.graphs, TGS_KIND_GRAPH_KERNELS, (uintptr_t)exec, &old);
 }
 

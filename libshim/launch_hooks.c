@@ -1,20 +1,27 @@
 /*
- * libshim/launch_hooks.c: every kernel launch path.  Work = GPU threads
- * launched (grid x block); docs/segment.md says why and where it falls short.
- * The unthrottled path is tgs_launch_fast() in shim.h: lane counters only.
+ * libshim/launch_hooks.c: every kernel launch path.  Each launch charges its
+ * lane work = GPU threads launched (grid x block; docs/segment.md says why and
+ * where it falls short) and blocks = grid size (TGS's own unit).  The
+ * unthrottled path is tgs_launch_fast() in shim.h: lane counters only.
  */
 #include "shim.h"
 
-static inline uint64_t threads(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                               unsigned bz)
+/* grid x block threads and grid blocks, saturating (a hostile grid cannot wrap a counter) */
+static inline __attribute__((always_inline)) struct tgs_launch_count
+kernel_count(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz)
 {
-    uint64_t g = (uint64_t)gx * gy, b = (uint64_t)bx * by * bz, w;
-    if (__builtin_mul_overflow(g, (uint64_t)gz, &g) || __builtin_mul_overflow(g, b, &w))
-        return UINT64_MAX;
-    return w;
+    struct tgs_launch_count c = { UINT64_MAX, UINT64_MAX, 1 };
+    uint64_t g = (uint64_t)gx * gy, b = (uint64_t)bx * by * bz;
+    if (__builtin_mul_overflow(g, (uint64_t)gz, &g))
+        return c;
+    c.blocks = g;
+    if (!__builtin_mul_overflow(g, b, &c.work))
+        return c;
+    c.work = UINT64_MAX;
+    return c;
 }
 
-int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream)
+int tgs_launch_slow_before(uint64_t work, uint64_t blocks, uint64_t kernels, CUstream stream)
 {
     struct tgs_slot *s = tgs_slot();
     if (!s)
@@ -39,9 +46,11 @@ int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream)
     if (!tgs_tls.shared) {
         TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
         TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
+        TGS_RELAXED_STORE(&lane->blocks, TGS_RELAXED_LOAD(&lane->blocks) + blocks);
     } else {
         __atomic_fetch_add(&lane->launches, kernels, __ATOMIC_RELAXED);
         __atomic_fetch_add(&lane->work, work, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&lane->blocks, blocks, __ATOMIC_RELAXED);
     }
     return sampled;
 }
@@ -67,12 +76,14 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
  * capture is in progress every launch takes the slow path, and one into a
  * capturing stream (ptsz: the hook is a per-thread-stream variant) goes
  * straight to the driver, uncharged: it only adds a node to a graph.
+ * `count` is an expression of the hook's parameters giving its struct
+ * tgs_launch_count.
  */
 /* A ptsz hook's NULL stream is the calling thread's per-thread stream: tracked (and
  * recorded into by the launching thread) as CU_STREAM_PER_THREAD. */
 #define STREAM_KEY(s, ptsz) ((ptsz) && !(s) ? TGS_CU_STREAM_PER_THREAD : (s))
 
-#define LAUNCH_HOOK(name, params, args, work, kernels, stream, ptsz) \
+#define LAUNCH_HOOK(name, params, args, count, stream, ptsz) \
     static __attribute__((noinline)) CUresult slow_##name params \
     { \
         TGS_HIT(name); \
@@ -81,17 +92,22 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
             return tgs_g.real.handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED; \
         if (TGS_UNLIKELY(tgs_capture_any()) && tgs_capturing((stream), (ptsz))) \
             return fn_ args; \
-        uint64_t w_ = (work), k_ = (kernels); \
-        int smp_ = tgs_launch_slow_before(w_, k_, STREAM_KEY((stream), (ptsz))); \
+        struct tgs_launch_count c_ = (count); \
+        int smp_ = tgs_launch_slow_before(c_.work, c_.blocks, c_.kernels, \
+                                          STREAM_KEY((stream), (ptsz))); \
         CUresult r_ = fn_ args; \
-        tgs_after_launch(r_, w_, STREAM_KEY((stream), (ptsz)), smp_); \
+        tgs_after_launch(r_, c_.work, STREAM_KEY((stream), (ptsz)), smp_); \
         return r_; \
     } \
     TGS_EXPORT CUresult name params \
     { \
         tgs_pfn_##name fn_ = tgs_g.real.name; \
-        if (TGS_LIKELY(fn_ && tgs_launch_fast((work), (kernels), STREAM_KEY((stream), (ptsz))))) \
-            return fn_ args; \
+        if (TGS_LIKELY(fn_)) { \
+            struct tgs_launch_count c_ = (count); \
+            if (TGS_LIKELY(tgs_launch_fast(c_.work, c_.blocks, c_.kernels, \
+                                           STREAM_KEY((stream), (ptsz))))) \
+                return fn_ args; \
+        } \
         return slow_##name args; \
     }
 
@@ -99,46 +115,40 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
                      sharedMemBytes, hStream, kernelParams, extra)
 #define COOP_ARGS (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
                    sharedMemBytes, hStream, kernelParams)
-#define KERNEL_WORK threads(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ)
+#define KERNEL_COUNT kernel_count(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ)
 
-LAUNCH_HOOK(cuLaunchKernel, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream, 0)
-LAUNCH_HOOK(cuLaunchKernel_ptsz, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_WORK, 1, hStream, 1)
-LAUNCH_HOOK(cuLaunchCooperativeKernel, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream, 0)
-LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_WORK, 1, hStream,
-            1)
+LAUNCH_HOOK(cuLaunchKernel, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_COUNT, hStream, 0)
+LAUNCH_HOOK(cuLaunchKernel_ptsz, TGS_CU_LAUNCH_ARGS, KERNEL_ARGS, KERNEL_COUNT, hStream, 1)
+LAUNCH_HOOK(cuLaunchCooperativeKernel, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_COUNT, hStream, 0)
+LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, TGS_CU_COOP_ARGS, COOP_ARGS, KERNEL_COUNT, hStream, 1)
 
-static inline uint64_t config_threads(const CUlaunchConfig *c)
+static inline __attribute__((always_inline)) struct tgs_launch_count
+config_count(const CUlaunchConfig *c)
 {
-    return c ? threads(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                       c->blockDimZ)
-             : 0;
+    if (!c)
+        return (struct tgs_launch_count){ 0, 0, 1 };
+    return kernel_count(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                        c->blockDimZ);
 }
 
 #define EX_PARAMS (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 #define EX_ARGS (config, f, kernelParams, extra)
-LAUNCH_HOOK(cuLaunchKernelEx, EX_PARAMS, EX_ARGS, config_threads(config), 1,
+LAUNCH_HOOK(cuLaunchKernelEx, EX_PARAMS, EX_ARGS, config_count(config),
             config ? config->hStream : NULL, 0)
-LAUNCH_HOOK(cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, config_threads(config), 1,
+LAUNCH_HOOK(cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, config_count(config),
             config ? config->hStream : NULL, 1)
 
-/* A graph launch is charged the work of its kernel nodes, counted when it
- * was instantiated (graph.c); an unknown exec is charged nothing.  The map
- * lookup takes a mutex: graph launches are rare next to kernel launches. */
-static uint64_t graph_work(CUgraphExec exec)
+/* A graph launch is charged the counts of its kernel nodes, taken when it was
+ * instantiated (graph.c); an unknown exec is charged nothing.  The map lookup
+ * takes a mutex: graph launches are rare next to kernel launches. */
+static struct tgs_launch_count graph_count(CUgraphExec exec)
 {
-    uint64_t w = 0, k = 0;
-    return tgs_graph_work(exec, &w, &k) ? w : 0;
-}
-
-static uint64_t graph_kernels(CUgraphExec exec)
-{
-    uint64_t w = 0, k = 0;
-    return tgs_graph_work(exec, &w, &k) ? k : 0;
+    struct tgs_launch_count c;
+    tgs_graph_work(exec, &c);
+    return c;
 }
 
 #define GRAPH_PARAMS (CUgraphExec hGraphExec, CUstream hStream)
 #define GRAPH_ARGS (hGraphExec, hStream)
-LAUNCH_HOOK(cuGraphLaunch, GRAPH_PARAMS, GRAPH_ARGS, graph_work(hGraphExec),
-            graph_kernels(hGraphExec), hStream, 0)
-LAUNCH_HOOK(cuGraphLaunch_ptsz, GRAPH_PARAMS, GRAPH_ARGS, graph_work(hGraphExec),
-            graph_kernels(hGraphExec), hStream, 1)
+LAUNCH_HOOK(cuGraphLaunch, GRAPH_PARAMS, GRAPH_ARGS, graph_count(hGraphExec), hStream, 0)
+LAUNCH_HOOK(cuGraphLaunch_ptsz, GRAPH_PARAMS, GRAPH_ARGS, graph_count(hGraphExec), hStream, 1)

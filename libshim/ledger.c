@@ -109,6 +109,7 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s)
         h->retired_launches += TGS_RELAXED_LOAD(&s->lanes[i].launches);
         h->retired_work += TGS_RELAXED_LOAD(&s->lanes[i].work);
         h->retired_throttled_ns += TGS_RELAXED_LOAD(&s->lanes[i].throttled_ns);
+        h->retired_blocks += TGS_RELAXED_LOAD(&s->lanes[i].blocks);
     }
     ledger_exit(h);
     if (s->dev_active)

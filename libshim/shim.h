@@ -86,7 +86,8 @@ struct tgs_real {
 /* Pointer -> bytes charged (ptrmap.c); kind separates address spaces. */
 enum tgs_alloc_kind {
     TGS_KIND_DPTR = 1, TGS_KIND_HANDLE, TGS_KIND_ARRAY, TGS_KIND_MIPMAP,
-    TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS /* graph.c: exec -> work, kernel count */
+    TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS, /* graph.c: exec -> work, kernel count, */
+    TGS_KIND_GRAPH_BLOCKS                        /* block count */
 };
 struct tgs_ptr_entry { uint64_t key; uint64_t bytes; uint32_t kind; uint32_t used; };
 struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, count; };
@@ -338,7 +339,12 @@ void tgs_ptrmap_reset(struct tgs_ptrmap *m);
 
 /* graph.c */
 void tgs_graph_note(CUgraphExec exec, CUgraph graph);
-int tgs_graph_work(CUgraphExec exec, uint64_t *work, uint64_t *kernels);
+/* What one launch charges its lane: work units (threads), thread blocks, kernels */
+struct tgs_launch_count {
+    uint64_t work, blocks, kernels;
+};
+/* a graph exec's counts, as one launch of it charges them: 0 (and zeros) for an unknown exec */
+int tgs_graph_work(CUgraphExec exec, struct tgs_launch_count *out);
 void tgs_graph_forget(CUgraphExec exec);
 
 /* tokens.c */
@@ -427,7 +433,8 @@ struct tgs_lane *tgs_lane_slow(struct tgs_slot *s);
  * racing threads can only delay the process being seen idle, never hide a
  * launch that a later record did not cover.
  */
-static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, uint64_t kernels,
+static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, uint64_t blocks,
+                                                                 uint64_t kernels,
                                                                  CUstream stream)
 {
     /* no calls in here: the hook stays a leaf that tail-jumps to the driver */
@@ -455,6 +462,7 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
     }
     TGS_RELAXED_STORE(&lane->launches, TGS_RELAXED_LOAD(&lane->launches) + kernels);
     TGS_RELAXED_STORE(&lane->work, TGS_RELAXED_LOAD(&lane->work) + work);
+    TGS_RELAXED_STORE(&lane->blocks, TGS_RELAXED_LOAD(&lane->blocks) + blocks);
     if (gate) {
         TGS_RELAXED_STORE(&tgs_g.launch_seq, TGS_RELAXED_LOAD(&tgs_g.launch_seq) + 1);
         if (last != stream)
@@ -465,7 +473,7 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
 
 /* Everything else a launch may do first: take a lane, wait for tokens, the
  * in-flight cap or the gate, then count (launch_hooks.c). */
-int tgs_launch_slow_before(uint64_t work, uint64_t kernels, CUstream stream);
+int tgs_launch_slow_before(uint64_t work, uint64_t blocks, uint64_t kernels, CUstream stream);
 
 /* Only after a launch that took the slow path: in-flight events, gating;
  * sampled = what tgs_launch_slow_before returned. */

@@ -33,6 +33,7 @@ class JobSignals:
     nproc: int = 0                 # live processes (slots whose lock is held)
     work_rate: float = 0.0         # work units launched per second
     launch_rate: float = 0.0       # kernel launches per second
+    block_rate: float = 0.0        # thread blocks launched per second (grid sizes: TGS's unit)
     throttled_frac: float = 0.0    # share of the period its processes spent waiting for tokens
     inflight: int = 0              # work units launched and not known complete (sum)
     busy: int = 0                  # live processes counting themselves busy (dev_active)
@@ -40,6 +41,11 @@ class JobSignals:
     @property
     def work_per_launch(self) -> float:
         return self.work_rate / self.launch_rate if self.launch_rate > 0 else 0.0
+
+    @property
+    def threads_per_block(self) -> float:
+        """Its launches' mean block size (work units per block); 0 = no blocks seen."""
+        return self.work_rate / self.block_rate if self.block_rate > 0 else 0.0
 
 
 @dataclass

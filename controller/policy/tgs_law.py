@@ -3,9 +3,10 @@
 What TGS's public code does (docs/policy.md has the sources and the one scaled constant):
 
 - Production's signal is CUDA *blocks* launched (gridX x gridY x gridZ), one count per
-  sample (5 s in TGS).  Our shims count work = threads (grid x block), so the law converts with
-  the workload's block size (`threads_per_block`, 256 = tgs-workload's default); samples are
-  expressed in blocks per 5 s whatever the sample length, so every threshold keeps TGS's value.
+  sample (5 s in TGS).  The shims count blocks per launch beside work (threads) in their lanes
+  (segment.h `tgs_lane.blocks`, graph launches counting their kernel nodes' grids), so the law
+  reads real blocks; samples are expressed in blocks per 5 s whatever the sample length, so
+  every threshold keeps TGS's value.
 - Profiling: at least PROFILE_SAMPLES samples, and on while the maximum still moves; the
   maximum is the largest mean of two consecutive samples of the last WINDOW (5); a window
   maximum more than 5 % off moves it (to 0.975 x / 1.025 x the window maximum).  Meanwhile
@@ -20,7 +21,8 @@ What TGS's public code does (docs/policy.md has the sources and the one scaled c
   samples in a row >= 12 % off: the maximum decays x0.8, slow start, limit / 2.
 - The opportunistic side counts its blocks per 50 ms window and sleeps while the count is over
   the limit (one kernel may overshoot): here a token rate of (limit x block size + one
-  kernel) per 50 ms with a 50 ms bucket.
+  kernel) per 50 ms with a 50 ms bucket, in the work units the shim throttles, the block size
+  being the opportunistic job's own measured threads per block (work / blocks).
 
 One law per device; each opportunistic job gets its limit (TGS has one opportunistic job per
 GPU; with several, each of their libraries would compute the same limit from the same input).
@@ -46,7 +48,7 @@ from .base import (
 
 TGS_SAMPLE_S = 5.0        # TGS's sample period (production side)
 SAMPLE_S = 1.0            # ours: scaled 5x down so profiling + slow start fit a 25 s run
-THREADS_PER_BLOCK = 256   # tgs-workload's default block: work units (threads) -> blocks
+THREADS_PER_BLOCK = 256   # an opportunistic job's block size until its blocks are measured
 WINDOW = 5                # samples in the sliding window
 PROFILE_SAMPLES = 5
 PROFILE_BAND = 0.05
@@ -96,8 +98,12 @@ class TgsLawPolicy(Policy):
                  threads_per_block: int = THREADS_PER_BLOCK) -> None:
         super().__init__()
         self.sample_s = sample_s
-        self.tpb = threads_per_block
+        self.tpb = threads_per_block        # fallback block size (nothing measured yet)
         self.laws: dict[int, _Law] = {}
+        self.opp_tpb: dict[str, float] = {}  # opportunistic job -> its last measured block size
+
+    def forget(self, name: str) -> None:
+        self.opp_tpb.pop(name, None)
 
     def decide(self, now: float, dt: float, devices: dict[int, DeviceSignals],
                jobs: list[JobSignals]) -> dict[str, Decision]:
@@ -117,7 +123,7 @@ class TgsLawPolicy(Policy):
             if law is None:     # samples start now (this period's work came before)
                 law = self.laws[index] = _Law(sample_start=now, started=now)
             else:
-                law.acc += sum(j.work_rate for j in prod) * dt / self.tpb
+                law.acc += sum(j.block_rate for j in prod) * dt
             if now - law.sample_start >= self.sample_s - 1e-9:
                 # blocks per TGS sample (5 s), whatever our sample length
                 sample = law.acc * TGS_SAMPLE_S / (now - law.sample_start)
@@ -139,8 +145,11 @@ class TgsLawPolicy(Policy):
         if law.limit is None:
             return Decision(reason=reason + "-idle")
         # the counter lets one more kernel through per window once under the limit
-        kernel = j.work_per_launch if j.work_per_launch > 0 else float(self.tpb)
-        rate = (law.limit * self.tpb + kernel) / LIMIT_WINDOW_S
+        if j.threads_per_block > 0:
+            self.opp_tpb[j.name] = j.threads_per_block
+        tpb = self.opp_tpb.get(j.name, float(self.tpb))
+        kernel = j.work_per_launch if j.work_per_launch > 0 else tpb
+        rate = (law.limit * tpb + kernel) / LIMIT_WINDOW_S
         return Decision(rate=max(1.0, rate), burst_s=LIMIT_WINDOW_S, reason=reason)
 
     # ------------------------------------------------------------ the law, per sample

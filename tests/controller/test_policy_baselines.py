@@ -12,25 +12,29 @@ from tgs.controller.policy import tgs_law as T
 from tgs.controller.policy.base import Decision, DeviceSignals, JobSignals
 
 DT = 0.05
-TPB = T.THREADS_PER_BLOCK
+PROD_TPB = 128.0         # production's threads per block
+OPP_TPB = 512.0          # the opportunistic job's threads per block (not the law's fallback)
 WPL = 500_000.0          # the opportunistic job's threads per kernel
 
 
-def prod(work: float, nproc: int = 1) -> JobSignals:
+def prod(work: float, nproc: int = 1, tpb: float = PROD_TPB) -> JobSignals:
     return JobSignals("p", "production", 1, 0, nproc=nproc, work_rate=work,
-                      launch_rate=work / 1e6, busy=1)
+                      launch_rate=work / 1e6, block_rate=work / tpb if tpb else 0.0, busy=1)
 
 
-def opp(work: float = 1e6, name: str = "o", throttled: float = 0.0) -> JobSignals:
+def opp(work: float = 1e6, name: str = "o", throttled: float = 0.0,
+        tpb: float = OPP_TPB) -> JobSignals:
     return JobSignals(name, "opportunistic", 1, 0, nproc=1, work_rate=work,
-                      launch_rate=work / WPL, throttled_frac=throttled)
+                      launch_rate=work / WPL, block_rate=work / tpb if tpb else 0.0,
+                      throttled_frac=throttled)
 
 
 class LawRun:
-    """Drives the tgs law with production at `blocks` blocks/s (+-0.2 % noise)."""
+    """Drives the tgs law with production at `blocks` blocks/s (+-0.2 % noise) of `tpb`
+    threads each; the opportunistic job launches OPP_TPB-thread blocks."""
 
-    def __init__(self, sample_s: float = T.SAMPLE_S, tpb: int = TPB) -> None:
-        self.pol = T.TgsLawPolicy(sample_s=sample_s, threads_per_block=tpb)
+    def __init__(self, sample_s: float = T.SAMPLE_S, tpb: float = PROD_TPB) -> None:
+        self.pol = T.TgsLawPolicy(sample_s=sample_s)
         self.now, self.rng, self.tpb = 0.0, random.Random(3), tpb
 
     def run(self, seconds: float, blocks: float) -> Decision:
@@ -38,7 +42,8 @@ class LawRun:
         for _ in range(round(seconds / DT)):
             self.now += DT
             w = blocks * self.tpb * (1 + self.rng.uniform(-0.002, 0.002))
-            d = self.pol.decide(self.now, DT, {0: DeviceSignals(0, 1)}, [prod(w), opp()])
+            d = self.pol.decide(self.now, DT, {0: DeviceSignals(0, 1)},
+                                [prod(w, tpb=self.tpb), opp()])
         return d["o"]
 
     def samples(self, n: int, blocks: float) -> Decision:
@@ -53,9 +58,9 @@ class LawRun:
         return d
 
     def limit(self, d: Decision) -> float:
-        """The decision's limit in blocks per 50 ms window."""
+        """The decision's limit in (the opportunistic job's) blocks per 50 ms window."""
         assert d.rate is not None
-        return (d.rate * T.LIMIT_WINDOW_S - WPL) / self.tpb
+        return (d.rate * T.LIMIT_WINDOW_S - WPL) / OPP_TPB
 
     @property
     def notes(self) -> dict[str, float]:
@@ -94,8 +99,8 @@ def test_tgs_profiles_then_slow_start_in_blocks_then_backs_off() -> None:
 
 
 def test_tgs_counts_blocks_not_threads() -> None:
-    """The same thread rate is half as many blocks with 512-thread blocks: TGS's thresholds
-    (idle under 1000 blocks per 5 s) apply to blocks."""
+    """The law reads the shims' block counts: TGS's thresholds (idle under 1000 blocks per
+    5 s) apply to blocks, whatever the threads per block."""
     # 150 blocks/s = 750 per 5 s: idle for TGS; as threads it would be 192000/s
     law = LawRun()
     law.run(10.0, 100_000)                      # profile on a busy production
@@ -104,10 +109,48 @@ def test_tgs_counts_blocks_not_threads() -> None:
     d = law.run(2 * T.IDLE_AFTER * T.SAMPLE_S, 150)
     assert d.rate is None and d.reason == "law-idle"
     assert law.notes["limit"] == -1
-    # samples are in blocks per 5 s whatever the sample length
-    law2 = LawRun(tpb=512)
-    law2.run(12.0, 100_000)
-    assert law2.notes["max_rate"] == pytest.approx(100_000 * T.TGS_SAMPLE_S, rel=0.01)
+    # samples are in blocks per 5 s whatever the sample length and the block size
+    for tpb in (32.0, 1024.0):
+        law2 = LawRun(tpb=tpb)
+        law2.run(12.0, 100_000)
+        assert law2.notes["max_rate"] == pytest.approx(100_000 * T.TGS_SAMPLE_S, rel=0.01)
+
+
+def test_tgs_production_threads_without_blocks_count_as_idle() -> None:
+    """Only blocks count: a production job whose lanes show threads and no blocks is idle for
+    the law (it profiles a zero maximum), where a thread-based law would see it busy."""
+    pol = T.TgsLawPolicy()
+    now = 0.0
+    for _ in range(round(8 * T.SAMPLE_S / DT)):
+        now += DT
+        pol.decide(now, DT, {0: DeviceSignals(0, 1)}, [prod(5e8, tpb=0.0), opp()])
+    assert pol.notes[0]["max_rate"] == 0.0
+    law = LawRun()
+    law.run(8 * T.SAMPLE_S, 5e8 / PROD_TPB)
+    assert law.notes["max_rate"] == pytest.approx(5e8 / PROD_TPB * T.TGS_SAMPLE_S, rel=0.01)
+
+
+def test_tgs_limit_is_in_the_opportunistic_jobs_own_blocks() -> None:
+    """The limit (blocks per 50 ms) becomes a work-unit rate with the opportunistic job's
+    measured block size, kept while it launches nothing; the fallback before any is seen."""
+    law = LawRun()
+    d = law.run(40 * T.SAMPLE_S, 50_000)
+    assert d.reason == "law" and d.rate is not None
+    lim = law.notes["limit"]
+    assert lim > T.LIMIT_INIT
+    assert d.rate == pytest.approx((lim * OPP_TPB + WPL) / T.LIMIT_WINDOW_S)
+    # a period without launches keeps the block size measured before
+    quiet = JobSignals("o", "opportunistic", 1, 0, nproc=1)
+    d2 = law.pol.decide(law.now + DT, DT, {0: DeviceSignals(0, 1)},
+                        [prod(50_000 * PROD_TPB), quiet])["o"]
+    lim2 = law.notes["limit"]
+    assert d2.rate == pytest.approx((lim2 * OPP_TPB + OPP_TPB) / T.LIMIT_WINDOW_S)
+    # a job never seen launching: the fallback block size
+    law.pol.forget("o")
+    d3 = law.pol.decide(law.now + 2 * DT, DT, {0: DeviceSignals(0, 1)},
+                        [prod(50_000 * PROD_TPB), quiet])["o"]
+    tpb = T.THREADS_PER_BLOCK
+    assert d3.rate == pytest.approx((law.notes["limit"] * tpb + tpb) / T.LIMIT_WINDOW_S)
 
 
 def test_tgs_original_sample_length_profiles_for_25_s() -> None:

@@ -63,7 +63,11 @@ def test_work_counter_grows(ctl: Ctl) -> None:
             assert wait_for(lambda: one(scrape(ctl), "tgs_job_work_units_total", job="w")
                             > first, 5)
         finally:
-            wl.kill()
+            # tgs-run's workload ends by itself (3 s): killing the wrapper would orphan it
+            try:
+                wl.wait(30)
+            except subprocess.TimeoutExpired:
+                wl.kill()
 
 
 def test_work_total_is_exact(ctl: Ctl) -> None:
@@ -81,9 +85,14 @@ def test_work_total_is_exact(ctl: Ctl) -> None:
                         "--kernels", "3", "--kernel-us", "200", "--gap-ms", "1"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    lines = r.stdout.strip().splitlines()
+    summary, geometry = json.loads(lines[-1]), json.loads(lines[0])["geometry"]
     expected = summary["work_units"]
     assert expected > 0
     assert wait_for(lambda: one(scrape(ctl), "tgs_job_work_units_total", job="exact")
                     == expected, 10), (expected, scrape(ctl).get("tgs_job_work_units_total"))
     assert one(scrape(ctl), "tgs_job_launches_total", job="exact") == summary["kernels"]
+    # blocks: the grid of every kernel, counted by the shim beside the threads
+    blocks = one(scrape(ctl), "tgs_job_blocks_total", job="exact")
+    assert blocks == summary["kernels"] * geometry["grid"] == expected // geometry["block"]
+    assert ctl.jobs()["exact"]["blocks_total"] == blocks         # and in the job's stats

@@ -187,7 +187,10 @@ struct tgs_lane {
     uint64_t work;          /* work units launched */
     uint64_t throttled_ns;  /* time spent waiting for tokens */
     uint64_t throttled;     /* launches that had to wait */
-    uint64_t pad[4];
+    uint64_t blocks;        /* thread blocks launched (gridX x gridY x gridZ per kernel; a
+                             * graph launch counts its kernel nodes' grids): TGS's own unit.
+                             * Was pad[0]: the layout and TGS_SEG_VERSION are unchanged */
+    uint64_t pad[3];
 };
 
 /* One process, in the .seg: written by its owner (mem_used under the ledger lock). */
@@ -225,7 +228,8 @@ struct tgs_seg_header {
     uint64_t retired_launches;
     uint64_t retired_work;
     uint64_t retired_throttled_ns;
-    uint64_t pad[5];
+    uint64_t retired_blocks; /* was pad[0] (layout unchanged) */
+    uint64_t pad[4];
 };
 
 /* A job's publish page: read by the other tenants' shims (read-only) and by
@@ -295,6 +299,10 @@ _Static_assert(sizeof(struct tgs_ident) == 160, "identity layout");
 _Static_assert(sizeof(struct tgs_ctl_slot) == 64, "a control line is one cache line");
 _Static_assert(sizeof(struct tgs_ctl_header) == 256, "ctl header layout");
 _Static_assert(sizeof(struct tgs_lane) == 64, "lane is one cache line");
+_Static_assert(__builtin_offsetof(struct tgs_lane, blocks) == 32, "blocks took pad[0]");
+_Static_assert(__builtin_offsetof(struct tgs_seg_header, retired_blocks) ==
+                   __builtin_offsetof(struct tgs_seg_header, retired_throttled_ns) + 8,
+               "retired_blocks took pad[0]");
 _Static_assert(sizeof(struct tgs_slot) % 64 == 0, "slot is whole cache lines");
 _Static_assert(sizeof(struct tgs_slot) == 1152, "slot layout");
 _Static_assert(sizeof(struct tgs_seg_header) == 256, "seg header layout");

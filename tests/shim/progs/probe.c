@@ -15,6 +15,8 @@
  *   cycle:N:K:G:B:US           N x (K launches, sync, sleep US microseconds): "cycle <rc>"
  *   launchfor:S:G:B            launch for S seconds (sync every 16): "launchfor <work> <ns>"
  *   ex:N:G:B  coop:N:G:B  graph:K:N:G:B (K kernel nodes, N launches)
+ *   grid3:N:GX:GY:GZ:BX:BY     N cuLaunchKernel of a 3D grid (GX x GY x GZ blocks of
+ *                              BX x BY x 1 threads), then a sync: "grid3 <rc>"
  *   proc:NAME:VER:FLAGS        call cuMemGetInfo-like NAME found by cuGetProcAddress_v2
  *   hits:SYM                   "hits <SYM> <count>" (tgs_shim_debug_hits, -2 without shim)
  *   record  evsync             cuEventRecord of one event on the NULL stream, and
@@ -193,6 +195,12 @@ static int cmd(const char *c)
             if (!r) r = cuCtxSynchronize();
         }
         printf("launchfor %llu %llu %d\n", w, now_ns() - t0, r);
+    } else if (!strncmp(c, "grid3:", 6)) {
+        for (unsigned long long i = 0; i < arg(c, 1) && !r; i++)
+            r = cuLaunchKernel(fn, (unsigned)arg(c, 2), (unsigned)arg(c, 3), (unsigned)arg(c, 4),
+                               (unsigned)arg(c, 5), (unsigned)arg(c, 6), 1, 0, NULL, NULL, NULL);
+        if (!r) r = cuCtxSynchronize();
+        printf("grid3 %d\n", r);
     } else if (!strncmp(c, "ex:", 3)) {
         CUlaunchConfig cfg = { (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1, 0, NULL, NULL, 0 };
         for (unsigned long long i = 0; i < arg(c, 1) && !r; i++)

@@ -157,7 +157,20 @@ class RunRecord:
                 "policy_state": self.policy_state, "sampler_error": self.sampler_error}
 
 
+def numba_argv(job: JobDef) -> list[str]:
+    """bench/numba_job.py with the job's shape (kernels, kernel time, gap, reports, length)."""
+    spec = job.spec
+    argv = [sys.executable, "-m", "tgs.bench.numba_job", "--name", job.name,
+            "--kernels", str(spec.kernels), "--kernel-us", repr(float(spec.kernel_us)),
+            "--gap-ms", repr(float(spec.gap_ms)), "--report-ms", repr(float(spec.report_ms or 0))]
+    if spec.iters is not None:
+        return argv + ["--iters", str(spec.iters)]
+    return argv + ["--seconds", repr(float(spec.seconds if spec.seconds else job.seconds))]
+
+
 def job_argv(job: JobDef) -> list[str]:
+    if job.numba and not job.torch:
+        return numba_argv(job)
     if not job.torch:
         return job.spec.argv()
     spec = job.spec

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 from tgs.bench import las_compare
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
-from tgs.bench.scenarios import FULL, KEYS, POLICIES, QUICK
+from tgs.bench.scenarios import FULL, KEYS, POLICIES, QUICK, QUICK_KEYS
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
         if not torch.cuda.is_available():
             raise click.ClickException("--torch: PyTorch has no CUDA device")
     _check_built(mode)
-    keys = [k.upper() for k in scenarios] or list(KEYS)
+    keys = [k.upper() for k in scenarios] or list(QUICK_KEYS if quick else KEYS)
     full = not quick and not scenarios and not policies
     out = out or ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     cfg = SuiteConfig(keys=keys, policies=list(policies) or list(POLICIES),

@@ -1,4 +1,4 @@
-"""The evaluation scenarios (S1-S14): which jobs, when they start, how long they run.
+"""The evaluation scenarios (S1-S15): which jobs, when they start, how long they run.
 
 A scenario is data: jobs with a role (production or opportunistic), a weight, a workload
 (tgs-workload options, or the PyTorch loop on a real GPU) and a schedule (start offset and
@@ -69,6 +69,7 @@ class JobDef:
     seconds: float
     weight: int = 1
     torch: bool = False         # run bench/torch_train.py instead (real GPU only)
+    numba: bool = False         # run bench/numba_job.py (a numba-cuda program) instead
     iters: int | None = None    # a fixed amount of work (seconds is then its deadline)
 
     @property
@@ -181,6 +182,27 @@ SHAPES = {
 }
 
 
+# S15: a real third-party client as the opportunistic job: a numba-cuda program (@cuda.jit
+# kernels launched from Python, bench/numba_job.py) with S1's opportunistic shape (10 x 0.5 ms
+# kernels, no gap), next to S1's production.  It starts NUMBA_START_S before the usual lead:
+# importing numba and JIT-compiling its kernel take ~1.5 s, done before its run starts.
+NUMBA_OPP = WorkloadSpec(kernels=10, kernel_us=500, gap_ms=0)
+NUMBA_START_S = 2.0
+
+
+def s15(prod_s: float, lead: float = 1.0) -> Scenario:
+    sc = _pair("S15", "a numba-cuda program as the saturating opportunistic job, S1's production",
+               PROD, NUMBA_OPP, prod_s, lead + NUMBA_START_S, lead)
+    sc.jobs = [dataclasses.replace(j, numba=True) if not j.production else j for j in sc.jobs]
+    sc.notes.append("the opportunistic job is bench/numba_job.py under the shim; skipped when "
+                    "numba-cuda is not installed")
+    return sc
+
+
+def needs_numba(sc: Scenario) -> bool:
+    return any(j.numba for j in sc.jobs)
+
+
 @dataclass(frozen=True)
 class Budget:
     """Durations (s) of one suite: --quick shrinks them."""
@@ -199,7 +221,10 @@ QUICK = Budget(prod_s=1.5, tgs_prod_s=1.5, shape_s=1.5, phase_s=1.0, cycles=1,
                s4=(1.0, 2.0, 1.5), solo_s=1.5, lead_s=0.5)
 FULL = Budget()
 KEYS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "S13",
-        "S14")
+        "S14", "S15")
+# --quick runs these (S15 left out: its numba start-up would push --quick past 5 minutes; run it
+# alone with --scenario S15 --quick)
+QUICK_KEYS = tuple(k for k in KEYS if k != "S15")
 
 
 def build(key: str, budget: Budget, policy: str | None) -> Scenario:
@@ -212,6 +237,8 @@ def build(key: str, budget: Budget, policy: str | None) -> Scenario:
         return _pair(key, title, prod, opp, shape_s, budget.lead_s, budget.lead_s)
     if key in INFERENCE_LOADS:
         return inference(key, shape_s, budget.lead_s)
+    if key == "S15":
+        return s15(prod_s, budget.lead_s)
     if key == "S1":
         return s1(prod_s, budget.lead_s)
     if key == "S2":
@@ -229,16 +256,20 @@ def build(key: str, budget: Budget, policy: str | None) -> Scenario:
 
 def use_torch(sc: Scenario) -> Scenario:
     """The same schedule with the PyTorch training loop as every job (real GPU)."""
-    return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True) for j in sc.jobs])
+    return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True, numba=False)
+                                         for j in sc.jobs])
 
 
 RUN_OVERHEAD_S = 1.5    # per run: controller and job start-up, margins (measured ~1.2 s)
 
 
-def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] = KEYS,
+def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] | None = None,
                policies: list[str] | tuple[str, ...] = POLICIES) -> float:
     """The suite's expected wall time: every scenario run plus its solo baselines (identical
-    jobs share one), each with RUN_OVERHEAD_S; the plan, not a measurement."""
+    jobs share one), each with RUN_OVERHEAD_S (and a numba job's start-up); the plan, not a
+    measurement.  keys: None = what the suite runs for this budget (QUICK_KEYS for QUICK)."""
+    if keys is None:
+        keys = QUICK_KEYS if budget == QUICK else KEYS
     total, solos = 0.0, set()
     for key in keys:
         for pol in policies:
@@ -246,10 +277,10 @@ def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] = KEYS,
         base = build(key, budget, None)
         for j in base.jobs:
             seconds = j.seconds if j.spec.phases else min(j.seconds, budget.solo_s)
-            solo = (tuple(dataclasses.replace(j.spec, name="solo").argv()), seconds)
+            solo = (tuple(dataclasses.replace(j.spec, name="solo").argv()), seconds, j.numba)
             if solo not in solos:
                 solos.add(solo)
-                total += seconds + RUN_OVERHEAD_S
+                total += seconds + RUN_OVERHEAD_S + (NUMBA_START_S if j.numba else 0.0)
         if len(base.production) > 1:
             total += max(j.seconds for j in base.production) + RUN_OVERHEAD_S
     return total

@@ -23,9 +23,19 @@ from typing import Any
 
 from tgs.bench import plots
 from tgs.bench.harness import RunRecord, run_jobs, save_run
+from tgs.bench.numba_job import available as numba_available
 from tgs.bench.overhead import cpu_model
 from tgs.bench.report import ScenarioResult, latency_markdown, markdown, summarise, tgs_markdown
-from tgs.bench.scenarios import FULL, POLICIES, Budget, JobDef, Scenario, build, use_torch
+from tgs.bench.scenarios import (
+    FULL,
+    POLICIES,
+    Budget,
+    JobDef,
+    Scenario,
+    build,
+    needs_numba,
+    use_torch,
+)
 
 
 @dataclass
@@ -55,7 +65,7 @@ def machine() -> dict[str, Any]:
 
 def _solo_key(job: JobDef, seconds: float) -> str:
     spec = dataclasses.replace(job.spec, name="solo", seconds=seconds)
-    return json.dumps([job.torch, *spec.argv()[1:]])
+    return json.dumps([job.torch, job.numba, *spec.argv()[1:]])
 
 
 def _renamed(rec: RunRecord, old: str, new: str) -> RunRecord:
@@ -100,8 +110,13 @@ class Suite:
         self.solo_cache[ck] = (rec, job.name)
         return rec
 
-    def scenario(self, key: str) -> ScenarioResult:
+    def scenario(self, key: str) -> ScenarioResult | None:
+        """One scenario's runs; None when it cannot run here (said in the log)."""
         base = self._scenario(key, None)
+        if needs_numba(base) and not numba_available():
+            self.cfg.log(f"{key}: skipped: numba-cuda is not installed "
+                         "(pip install -e '.[test]' installs it)")
+            return None
         self.cfg.log(f"{key}: {base.title}")
         solo = {j.name: self.solo(key, j) for j in base.jobs}
         prod_only = None
@@ -127,7 +142,9 @@ def run_suite(cfg: SuiteConfig, micro: dict[str, str] | None = None) -> dict[str
     results: list[ScenarioResult] = []
     try:
         for key in cfg.keys:
-            results.append(suite.scenario(key))
+            res = suite.scenario(key)
+            if res is not None:
+                results.append(res)
     finally:
         suite.close()
     summary = summarise(results)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tgs.intercept import segment as iseg
 from tgs.intercept.devseg import DeviceSegment, DevJob
 
+from .placement import PlacementTracker
 from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
 from .registry import Job, Registry
 from .replies import JobStats, LoopStatus, MetricsEntry
@@ -95,6 +96,7 @@ class ControlLoop:
         self.cpu_s = 0.0                   # CPU time spent inside step()
         self.dead_seen = 0
         self.bias_changes = 0
+        self.placement = PlacementTracker()
 
     # ------------------------------------------------------------ server hooks
     def on_change(self) -> None:
@@ -114,7 +116,9 @@ class ControlLoop:
             busy_bias_changes=self.bias_changes,
             loop_ms_avg=round(1000 * self.busy_s / self.steps, 3) if self.steps else 0.0,
             loop_cpu_s=round(self.cpu_s, 3),
-            policy_state={str(k): v for k, v in self.policy.notes.items()})
+            policy_state={str(k): v for k, v in self.policy.notes.items()},
+            placement=self.placement.info({d.index: d.uuid for d in self.registry.devices})
+            if self.steps else None)
 
     # ------------------------------------------------------------ the period
     def step(self, now: float) -> list[MetricsEntry]:
@@ -129,6 +133,7 @@ class ControlLoop:
             samples[job.rec.name] = s
             signals.append(self._signals(job, s, dt))
         devices = self._devices(signals)
+        self.placement.update(dt, devices)
         try:
             decisions = self.policy.decide(now, dt, devices, signals)
         except Exception:                    # a policy bug must not stop enforcement

@@ -167,6 +167,7 @@ class TgsCollector(Collector):
             jobs_mem.add_metric(lv, mem)
         yield from (util, used, total, jobs_mem)
         lp = snap.loop
+        yield from _placement(lp.get("placement") or [])
         yield GaugeMetricFamily("tgs_controller_period_seconds", "Control period.",
                                 value=(lp.get("period_ms") or 0) / 1000)
         yield CounterMetricFamily("tgs_controller_steps", "Control periods run.",
@@ -177,6 +178,26 @@ class TgsCollector(Collector):
                                   "Periods in which a job's process was seen dead (its slot "
                                   "is reclaimed by the job's next process).",
                                   value=lp.get("dead_seen", 0))
+
+
+def _placement(gpus: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Per-GPU placement signals (controller/placement.py), whatever the policy."""
+    gl = ["gpu", "uuid"]
+    duty = GaugeMetricFamily("tgs_gpu_production_duty",
+                             "Share of time production had work queued on the GPU (0-1), "
+                             "averaged over duty_tau_s (30 s).", labels=gl)
+    busy = CounterMetricFamily("tgs_gpu_production_busy_seconds",
+                               "Time the GPU was busy with production work.", labels=gl)
+    idle = CounterMetricFamily("tgs_gpu_production_idle_seconds",
+                               "Time production left the GPU idle (free for opportunistic "
+                               "work; a GPU without production jobs counts as idle).",
+                               labels=gl)
+    for g in gpus:
+        lv = [str(g["index"]), str(g["uuid"])]
+        duty.add_metric(lv, g["production_duty"])
+        busy.add_metric(lv, g["production_busy_s"])
+        idle.add_metric(lv, g["production_idle_s"])
+    yield from (duty, busy, idle)
 
 
 class MetricsServer:

@@ -131,6 +131,19 @@ class GpuInfo(Reply):
 
 
 @dataclass(frozen=True)
+class PlacementInfo(Reply):
+    """One GPU of status.placement: production's duty and the time it leaves idle
+    (controller/placement.py), whatever the policy."""
+
+    index: int
+    uuid: str
+    production_duty: float
+    production_busy_s: float
+    production_idle_s: float
+    duty_tau_s: float
+
+
+@dataclass(frozen=True)
 class LoopStatus(Reply):
     """The control loop's part of status."""
 
@@ -145,7 +158,8 @@ class LoopStatus(Reply):
     policy_state: dict[str, Any]
     gpus: list[GpuInfo] | None = None          # the metrics tap's, with --metrics-port
     metrics_url: str | None = None
-    OPTIONAL = frozenset({"gpus", "metrics_url"})
+    placement: list[PlacementInfo] | None = None   # per GPU, once the loop has run
+    OPTIONAL = frozenset({"gpus", "metrics_url", "placement"})
 
 
 @dataclass(frozen=True)

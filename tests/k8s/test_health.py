@@ -115,6 +115,24 @@ def test_idle_pct() -> None:
         "0": {"duty": 1.7}}}) == 0                                   # clamped
 
 
+def test_idle_pct_reads_the_controllers_placement_figures() -> None:
+    """The controller's per-GPU production duty (status.placement, every policy) is the
+    figure; policy_state is only read from a controller without it."""
+    devs = [{"index": 0}, {"index": 1}]
+
+    def place(*duties: float) -> list[dict[str, object]]:
+        return [{"index": i, "uuid": f"GPU-{i}", "production_duty": d, "production_busy_s": 0.0,
+                 "production_idle_s": 0.0, "duty_tau_s": 30.0} for i, d in enumerate(duties)]
+
+    st = {"devices": devs, "placement": place(0.83, 0.44), "policy_state": {}}
+    assert signals.idle_pct(st) == 60
+    st["policy_state"] = {"0": {"duty": 0.0}, "1": {"duty": 0.0}}    # not this figure
+    assert signals.idle_pct(st) == 60
+    assert signals.idle_pct({"devices": devs, "placement": place(0.95)}) == 100  # GPU 1: unseen
+    assert signals.idle_pct({"devices": devs, "placement": [{"index": 0}]}) is None
+    assert signals.idle_pct({"devices": devs, "placement": place(2.0, 1.0)}) == 0   # clamped
+
+
 def test_node_label_on_change_only(tmp_path: Path, apiserver: FakeApiServer) -> None:
     from tgs.k8s.podinfo import ApiServer
     p = Scripted(Config(plugin_dir=tmp_path, node_name="gpu-1", api=ApiServer(apiserver.url),

@@ -49,6 +49,15 @@ def test_job_and_gpu_metrics(ctl: Ctl, probes: list[Probe]) -> None:
     # the workload ran 1.5 s alone on the GPU: its work shows in the GPU's utilisation
     util = m.get("tgs_gpu_utilization_ratio")
     assert util and 0.0 <= util[0].value <= 1.0
+    # placement signals, per GPU, the same figures as status.placement
+    place = {g["index"]: g for g in ctl.status()["placement"]}
+    duty = one(m, "tgs_gpu_production_duty", gpu="0")
+    assert 0.0 <= duty <= 1.0 and 0 in place
+    idle = one(m, "tgs_gpu_production_idle_seconds_total", gpu="0")
+    busy = one(m, "tgs_gpu_production_busy_seconds_total", gpu="0")
+    assert idle > 0 and busy >= 0              # no production job here: the GPU was idle
+    assert wait_for(lambda: one(scrape(ctl), "tgs_gpu_production_idle_seconds_total",
+                                gpu="0") > idle, 5)
 
 
 def test_work_counter_grows(ctl: Ctl) -> None:

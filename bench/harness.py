@@ -250,7 +250,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
             time.sleep(max(0.0, t0 + j.start_s - time.monotonic()))
             procs[j.name] = _launch(j, envs[j.name], logdir)
             runs[j.name].pid = procs[j.name][0].pid
-        _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds for j in jobs})
+        _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds
+                                    + (NUMBA_GRACE_S if j.numba else 0.0) for j in jobs})
         if ctl is not None:
             try:
                 state = dict(client.status().get("policy_state", {}))
@@ -264,6 +265,9 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
 
 
 GRACE_S = 3.0     # past its scheduled end a job gets SIGTERM (it still prints its summary)
+# a numba job's run starts after its import and JIT (~1.5 s alone, several times that on a
+# loaded machine): it ends by itself, so it gets this much more before being stopped
+NUMBA_GRACE_S = 20.0
 KILL_S = 3.0      # and SIGKILL this much later
 
 

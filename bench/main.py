@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 from tgs.bench import las_compare
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
-from tgs.bench.scenarios import FULL, KEYS, POLICIES, QUICK, QUICK_KEYS
+from tgs.bench.scenarios import EXTRA_KEYS, FULL, KEYS, POLICIES, QUICK, QUICK_KEYS
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,8 @@ def _check_built(gpu: str) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--scenario", "scenarios", multiple=True,
-              type=click.Choice(KEYS, case_sensitive=False), help="Only these (repeatable).")
+              type=click.Choice(KEYS + EXTRA_KEYS, case_sensitive=False),
+              help="Only these (repeatable; S16 runs only when named).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
               help="Only these policies (repeatable; solo baselines always run).")
 @click.option("--quick", is_flag=True, help="Much shorter runs (a smoke run: noisier figures).")

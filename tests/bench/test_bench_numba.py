@@ -42,6 +42,20 @@ def test_s15_runs_a_numba_opportunistic_job_next_to_s1s_production() -> None:
     assert SC.estimate_s(SC.QUICK) == SC.estimate_s(SC.QUICK, SC.QUICK_KEYS)
 
 
+def test_s16_runs_numba_as_production_only_when_named() -> None:
+    for budget in (SC.FULL, SC.QUICK):
+        for pol in (None, *SC.POLICIES):
+            sc = SC.build("S16", budget, pol)
+            (prod,), (opp,) = sc.production, sc.opportunistic
+            assert prod.numba and not opp.numba
+            assert job_argv(prod)[:3] == [sys.executable, "-m", "tgs.bench.numba_job"]
+            assert float(job_argv(prod)[job_argv(prod).index("--gap-ms") + 1]) == 1.7
+            # the opportunistic job outlasts production's run by its numba start-up and more
+            assert (opp.start_s + opp.seconds) - (prod.start_s + prod.seconds) \
+                >= SC.NUMBA_START_S + budget.lead_s
+    assert "S16" in SC.EXTRA_KEYS and "S16" not in SC.KEYS
+
+
 def _shared_solo(budget: SC.Budget) -> float:
     """S15's production solo is S1's: counted once in the whole plan."""
     return min(budget.prod_s, budget.solo_s) + SC.RUN_OVERHEAD_S

@@ -181,6 +181,7 @@ void wl_loop_run(struct wl_run *run)
     double arrival = cfg->poisson_rps > 0 ? wl_next_arrival(cfg, &rng, start) : 0.0;
     uint64_t last_iters = 0, iters = 0;
     struct wl_group grp = {start, 0};
+    wl_ramp_tick(run, 0.0);
     while (!wl_signals.stop) {
         if (cfg->iters ? iters >= cfg->iters : now - start >= cfg->seconds)
             break;
@@ -198,6 +199,7 @@ void wl_loop_run(struct wl_run *run)
         busy_s += wl_iteration(run, &counts, cfg->poisson_rps > 0 ? 0.0 : wl_gap_at(cfg, phase),
                                &synced);
         now = wl_now_s();
+        wl_ramp_tick(run, now - start);
         iters++;
         grp.n++;
         double sample = -1.0;

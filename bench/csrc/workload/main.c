@@ -119,6 +119,11 @@ static void wl_start_line(const struct wl_run *run, double ns_per_thread)
     wl_json_uint(&j, "kernel_mix", c->mix_long);
     wl_json_num(&j, "poisson_rps", c->poisson_rps);
     wl_json_uint(&j, "seed", c->seed);
+    wl_json_bool(&j, "managed", c->managed);
+    wl_json_bool(&j, "prefer_device", c->prefer_device);
+    wl_json_num(&j, "ramp_every_ms", c->ramp_every_ms);
+    wl_json_num(&j, "free_at_s", c->free_at_s);
+    wl_json_bool(&j, "verify", c->verify);
     wl_json_obj_end(&j);
     wl_json_obj_begin(&j, "geometry");
     wl_json_uint(&j, "grid", run->geo.grid);
@@ -169,6 +174,8 @@ int main(int argc, char **argv)
     wl_start_line(&run, ns_per_thread);
 
     wl_loop_run(&run);
+    if (run.cfg.verify)
+        wl_mem_verify(&run);
 
     wl_launch_teardown(&run);
     wl_mem_release(&run);

@@ -135,6 +135,7 @@ def run(key: str, budget: Budget, gpu: str, out: Path, work: Path,
         raise ValueError(f"unknown scenario {key!r} (known: {', '.join(KEYS)})")
     p = plan(budget)
     total = device_total(gpu, SIM_MEM)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
     log(f"{key}: {TITLE}")
     res = OvResult(key, p, total, None, {})
 
@@ -152,6 +153,7 @@ def run(key: str, budget: Budget, gpu: str, out: Path, work: Path,
         res.solo = one("solo-prod", None, jobs(None, p, total))
     except Exception as exc:
         res.failed["solo"] = f"{exc.__class__.__name__}: {exc}"
+        log(f"  {key} solo-prod      FAILED: {res.failed['solo']}")
     for pol in policies:
         try:
             res.runs[pol] = one(pol, COMPUTE_POLICY, jobs(pol, p, total))

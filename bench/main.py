@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 from tgs.bench import las_compare
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
-from tgs.bench.scenarios import ALL_KEYS, FULL, POLICIES, QUICK
+from tgs.bench.scenarios import ALL_KEYS, FULL, OV_KEYS, POLICIES, QUICK
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,8 +101,12 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
                       budget=QUICK if quick else FULL, gpu=mode, out=out, torch=use_torch,
                       plots=not no_plots)
     interrupt_on_sigterm()
-    click.echo(f"tgs-bench: {', '.join(keys)} x {', '.join(cfg.policies)} on the "
-               f"{'simulated' if mode == 'sim' else 'real'} GPU -> {out}", err=True)
+    ov = [k for k in keys if k in OV_KEYS]
+    plan = ", ".join(p for p in (
+        f"{', '.join(k for k in keys if k not in ov)} x {', '.join(cfg.policies)}"
+        if len(ov) < len(keys) else "", f"{', '.join(ov)} x none, tgs, ours" if ov else "") if p)
+    click.echo(f"tgs-bench: {plan} on the {'simulated' if mode == 'sim' else 'real'} GPU "
+               f"-> {out}", err=True)
     try:
         micro_out = run_micro() if (full if micro is None else micro) else None
         doc = run_suite(cfg, micro_out)

@@ -18,9 +18,8 @@ differs; production's solo baseline (the same ramp alone, no controller) runs in
 invocation.  On the simulator the GPU has SIM_MEM of memory and the bus is scaled by the same
 factor (SIM_PCIE_GBPS): every migration takes as long as on a 16 GiB GPU at 25 GB/s, while the
 host memory the simulator really touches stays small.  On a real GPU (`--gpu real`, not run yet)
-the fractions apply to device 0's memory; tgs-workload's spin kernels do not read their memory
-there, so what eviction costs the opportunistic job is sim-only (allocation outcomes, latency and
-memory by process are measured on both).
+the fractions apply to device 0's memory, each iteration also reads its memory (TOUCH_REAL), and
+memory by process comes from NVML (device bytes only: where managed pages are is sim-only).
 """
 
 from __future__ import annotations
@@ -48,6 +47,11 @@ SIM_PCIE_GBPS = 25.0 * SIM_MEM / (16 * GiB)
 OPP_FRAC, PROD_FRAC, STEP_FRAC = 0.6, 0.7, 0.1
 OPP_QUOTA_FRAC = 0.65        # the opportunistic job's quota (`none`, `tgs`) / resident budget
 ALIGN = 2 << 20
+# On a real GPU every iteration also reads one word per 64 KiB of each job's memory
+# (tgs-workload --touch): the spin kernels read nothing, and an evicted footprint that is never
+# read costs nothing.  The simulator charges every kernel for all its process's non-resident
+# managed memory already: no --touch there.
+TOUCH_REAL = "64KiB"
 
 
 @dataclass(frozen=True)
@@ -97,18 +101,21 @@ def _step_bytes(total: int) -> int:
     return max(ALIGN, int(total * STEP_FRAC) // ALIGN * ALIGN)
 
 
-def jobs(policy: str | None, p: OvPlan, total: int) -> list[JobDef]:
-    """The two jobs under a memory policy (None: production's solo baseline)."""
+def jobs(policy: str | None, p: OvPlan, total: int, touch: str | None = None
+         ) -> list[JobDef]:
+    """The two jobs under a memory policy (None: production's solo baseline); `touch`: their
+    kernels read their memory every that many bytes (real GPUs: TOUCH_REAL)."""
     step = _step_bytes(total)
     prod = WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=1.7, name="prod", report_ms=50,
                         mem=p.steps * step, alloc_chunk=step, ramp_every_ms=p.step_s * 1e3,
-                        free_at_s=p.free_at_s, verify=True, prefer_device=policy == "tgs")
+                        free_at_s=p.free_at_s, verify=True, prefer_device=policy == "tgs",
+                        touch=touch)
     prod_job = JobDef("prod", PRODUCTION, prod, p.lead_s, p.prod_s, mem_quota=total)
     if policy is None:
         return [replace(prod_job, start_s=0.0)]
     opp = WorkloadSpec(kernels=2, kernel_us=2000, gap_ms=0, name="opp", report_ms=25,
                        mem=round(OPP_FRAC / STEP_FRAC) * step, alloc_chunk=step, verify=True,
-                       managed=policy == "tgs")
+                       managed=policy == "tgs", touch=touch)
     opp_job = JobDef("opp", OPPORTUNISTIC, opp, 0.0, p.opp_s,
                      mem_quota=int(total * OPP_QUOTA_FRAC),
                      mem_total=total if policy == "ours" else 0)
@@ -140,6 +147,7 @@ def run(key: str, budget: Budget, gpu: str, out: Path, work: Path,
     (out / "runs").mkdir(parents=True, exist_ok=True)
     log(f"{key}: {TITLE}")
     res = OvResult(key, p, total, None, {})
+    touch = TOUCH_REAL if gpu == "real" else None
 
     def one(label: str, policy: str | None, js: list[JobDef]) -> RunRecord:
         t = time.monotonic()
@@ -152,13 +160,13 @@ def run(key: str, budget: Budget, gpu: str, out: Path, work: Path,
         return rec
 
     try:
-        res.solo = one("solo-prod", None, jobs(None, p, total))
+        res.solo = one("solo-prod", None, jobs(None, p, total, touch))
     except Exception as exc:
         res.failed["solo"] = f"{exc.__class__.__name__}: {exc}"
         log(f"  {key} solo-prod      FAILED: {res.failed['solo']}")
     for pol in policies:
         try:
-            res.runs[pol] = one(pol, COMPUTE_POLICY, jobs(pol, p, total))
+            res.runs[pol] = one(pol, COMPUTE_POLICY, jobs(pol, p, total, touch))
         except Exception as exc:      # one broken run must not lose the others
             res.failed[pol] = f"{exc.__class__.__name__}: {exc}"
             log(f"  {key} {pol:<14} FAILED: {res.failed[pol]}")

@@ -64,6 +64,7 @@ class WorkloadSpec:
     ramp_every_ms: float | None = None  # allocate the footprint chunk by chunk in the loop
     free_at_s: float | None = None     # free it this long into the loop
     verify: bool = False               # check its contents before freeing it
+    touch: str | int | None = None     # read one word every N bytes of it per iteration
     binary: Path | None = None
     extra_args: list[str] = field(default_factory=list)
 
@@ -111,6 +112,7 @@ class WorkloadSpec:
             ("--seed", self.seed),
             ("--ramp-every-ms", self.ramp_every_ms),
             ("--free-at-s", self.free_at_s),
+            ("--touch", self.touch),
         ]
         for flag, value in optional:
             if value is not None:

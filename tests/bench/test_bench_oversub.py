@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -64,6 +65,10 @@ def test_jobs_per_memory_policy() -> None:
     assert "--managed" not in _argv(by["ours"]["opp"]) + _argv(by["ours"]["prod"])
     [solo] = OV.jobs(None, p, total)
     assert solo.name == "prod" and solo.start_s == 0.0 and "--prefer-device" not in _argv(solo)
+    assert all("--touch" not in _argv(j) for js in by.values() for j in js.values())
+    # a real GPU: the kernels read their memory, or an evicted footprint would cost nothing
+    real = OV.jobs("ours", p, total, OV.TOUCH_REAL)
+    assert all(f"--touch {OV.TOUCH_REAL}" in _argv(j) for j in real)
     # the simulated GPU's bus is scaled with its size: migrations last as on 16 GiB at 25 GB/s
     env = OV.sim_env("sim")
     assert float(env["TGS_SIM_PCIE_GBPS"]) * 16 * GiB / int(env["TGS_SIM_MEM"]) == \
@@ -81,6 +86,9 @@ def test_cli_accepts_ov1_and_refuses_unknown_scenarios() -> None:
 
 @pytest.mark.parametrize("args", [["--ramp-every-ms", "100"], ["--free-at-s", "1"],
                                   ["--managed"], ["--verify"], ["--prefer-device"],
+                                  ["--touch", "64KiB"], ["--mem", "1M", "--touch", "6"],
+                                  ["--mem", "1M", "--touch", "2"],
+                                  ["--mem", "1M", "--touch", "4K", "--launch", "graph"],
                                   ["--mem", "1M", "--ramp-every-ms", "0"]])
 def test_memory_schedule_usage_errors(workload_bin: Path, args: list[str]) -> None:
     res = subprocess.run([str(workload_bin), *args], capture_output=True, text=True, timeout=10)
@@ -196,6 +204,37 @@ def test_managed_footprint_is_checked_at_the_end(sim_env: dict[str, str],
     assert lines[0]["config"]["managed"] and lines[0]["config"]["prefer_device"]
     assert [x["type"] for x in lines][-2:] == ["summary", "check"]
     assert lines[-1]["ok"] and lines[-1]["chunks"] == 3 and lines[-1]["bytes"] == 40 << 20
+
+
+@pytest.mark.timeout(60)
+def test_touch_kernels_read_the_footprint_and_leave_it_intact(sim_env: dict[str, str],
+                                                               workload_bin: Path) -> None:
+    res = subprocess.run([str(workload_bin), "--kernels", "2", "--kernel-us", "200",
+                          "--gap-ms", "0", "--mem", "40MiB", "--alloc-chunk", "16MiB",
+                          "--managed", "--verify", "--touch", "64KiB", "--iters", "20"],
+                         env=sim_env, capture_output=True, text=True, timeout=50)
+    assert res.returncode == 0, res.stderr
+    lines = _lines(res.stdout)
+    assert lines[0]["config"]["touch_stride"] == 64 << 10
+    summary = next(x for x in lines if x["type"] == "summary")
+    # one touch kernel per chunk (3) per iteration, warm-up included; the spin kernels apart
+    assert summary["touch_kernels"] == 3 * (20 + summary["warmup_iters"])
+    assert summary["kernels"] == 2 * (20 + summary["warmup_iters"])
+    assert lines[-1]["type"] == "check" and lines[-1]["ok"]
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="no CUDA toolkit ptxas")
+def test_touch_kernel_assembles_with_ptxas(workload_bin: Path, tmp_path: Path) -> None:
+    ptx = tmp_path / "k.ptx"
+    out = subprocess.run([str(workload_bin), "--print-ptx"], capture_output=True, text=True,
+                         timeout=10).stdout
+    assert ".entry tgs_touch(" in out and "ld.volatile.global.u32" in out
+    ptx.write_text(out)
+    for arch in ("sm_75", "sm_90"):
+        res = subprocess.run(["ptxas", f"-arch={arch}", str(ptx), "-o",
+                              str(tmp_path / f"{arch}.cubin")],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
 
 
 # ------------------------------------------------------------------ one short real run

@@ -50,6 +50,9 @@ static const char wl_usage[] =
     "  --free-at-s S          free the footprint S s into the loop (\"free\" line), go on\n"
     "  --verify               check the footprint's contents before freeing it (\"check\"\n"
     "                         line; exit 1 when data was lost)\n"
+    "  --touch STRIDE         after each iteration's kernels, read one word every STRIDE\n"
+    "                         bytes of the footprint (a multiple of 4; a real GPU faults\n"
+    "                         in what is not resident)\n"
     "  --print-ptx            print the kernel's PTX and exit\n"
     "  --help                 this text\n"
     "Output: JSON lines (start, progress, summary; error on failure, exit 1).\n";
@@ -59,7 +62,7 @@ enum {
     OPT_MEM, OPT_CHUNK, OPT_ITERS, OPT_SECONDS, OPT_WARMUP, OPT_REPORT, OPT_DEVICE, OPT_NAME,
     OPT_RESOLVE, OPT_CUDA_VERSION, OPT_PER_THREAD, OPT_LAUNCH, OPT_STREAM, OPT_PRIORITY,
     OPT_PRINT_PTX, OPT_PHASES, OPT_SYNC_EVERY, OPT_AHEAD, OPT_STREAMS, OPT_MIX, OPT_POISSON,
-    OPT_SEED, OPT_MANAGED, OPT_PREFER_DEVICE, OPT_RAMP, OPT_FREE_AT, OPT_VERIFY, OPT_HELP
+    OPT_SEED, OPT_MANAGED, OPT_PREFER_DEVICE, OPT_RAMP, OPT_FREE_AT, OPT_VERIFY, OPT_TOUCH, OPT_HELP
 };
 
 static const struct option wl_options[] = {
@@ -97,6 +100,7 @@ static const struct option wl_options[] = {
     {"ramp-every-ms", required_argument, NULL, OPT_RAMP},
     {"free-at-s", required_argument, NULL, OPT_FREE_AT},
     {"verify", no_argument, NULL, OPT_VERIFY},
+    {"touch", required_argument, NULL, OPT_TOUCH},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -310,6 +314,12 @@ static int wl_apply(struct wl_config *c, int opt, const char *arg, const char *o
     case OPT_RAMP: c->ramp_every_ms = wl_num(oname, arg, 0.0, 1, 3.6e6); break;
     case OPT_FREE_AT: c->free_at_s = wl_num(oname, arg, 0.0, 1, 1e7); break;
     case OPT_VERIFY: c->verify = 1; break;
+    case OPT_TOUCH:
+        c->touch_stride = wl_size(oname, arg);
+        if (c->touch_stride < 4 || c->touch_stride % 4)
+            wl_usage_error("--%s wants a stride of 4 bytes or more, a multiple of 4%s", oname,
+                           "");
+        break;
     case OPT_PRINT_PTX: return 1;
     default: break;
     }
@@ -357,9 +367,12 @@ int wl_parse_args(int argc, char **argv, struct wl_config *cfg)
     if (cfg->alloc_chunk && cfg->mem_bytes / cfg->alloc_chunk >= 1000000)
         wl_usage_error("--mem / --alloc-chunk makes a million chunks or more: "
                        "use a larger chunk%s%s", "", "");
-    if ((cfg->ramp_every_ms > 0 || cfg->free_at_s > 0 || cfg->managed || cfg->verify) &&
-        !cfg->mem_bytes)
-        wl_usage_error("--managed, --prefer-device, --ramp-every-ms, --free-at-s and --verify "
-                       "need --mem%s%s", "", "");
+    if ((cfg->ramp_every_ms > 0 || cfg->free_at_s > 0 || cfg->managed || cfg->verify ||
+         cfg->touch_stride) && !cfg->mem_bytes)
+        wl_usage_error("--managed, --prefer-device, --ramp-every-ms, --free-at-s, --verify and "
+                       "--touch need --mem%s%s", "", "");
+    if (cfg->touch_stride && (cfg->launch == WL_LAUNCH_GRAPH || cfg->streams > 1))
+        wl_usage_error("--touch launches into the one stream: not with --launch graph or "
+                       "--streams%s%s", "", "");
     return print_ptx;
 }

@@ -11,7 +11,7 @@
 
 #include "workload.h"
 
-#define WL_PTX_MAX 4096
+#define WL_PTX_MAX 8192
 
 /* TGS_SIM_NS_PER_THREAD: the simulator's cost of one thread (default 1 ns). */
 static double wl_ns_per_thread(void)
@@ -124,6 +124,7 @@ static void wl_start_line(const struct wl_run *run, double ns_per_thread)
     wl_json_num(&j, "ramp_every_ms", c->ramp_every_ms);
     wl_json_num(&j, "free_at_s", c->free_at_s);
     wl_json_bool(&j, "verify", c->verify);
+    wl_json_uint(&j, "touch_stride", c->touch_stride);
     wl_json_obj_end(&j);
     wl_json_obj_begin(&j, "geometry");
     wl_json_uint(&j, "grid", run->geo.grid);
@@ -171,6 +172,7 @@ int main(int argc, char **argv)
     wl_module_setup(&run, ns_per_thread);
     wl_mem_setup(&run);
     wl_launch_setup(&run);
+    wl_touch_setup(&run);
     wl_start_line(&run, ns_per_thread);
 
     wl_loop_run(&run);

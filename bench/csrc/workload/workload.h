@@ -61,6 +61,7 @@ struct wl_config {
     double ramp_every_ms;    /* --ramp-every-ms: one chunk every T ms during the loop (0 = off) */
     double free_at_s;        /* --free-at-s: free the footprint S s into the loop (0 = off) */
     int verify;              /* --verify: check the footprint's contents before freeing it */
+    uint64_t touch_stride;   /* --touch: read one word every STRIDE bytes per iteration (0 = off) */
 };
 
 /* Parses argv.  Returns 1 for --print-ptx, else 0; exits 0 after --help and
@@ -135,6 +136,7 @@ const char *wl_symbol_of(const void *fn);
 
 /* ---- ptx.c: the spin kernel ---- */
 #define WL_KERNEL_NAME "tgs_spin"
+#define WL_TOUCH_NAME "tgs_touch"       /* --touch (touch.c) */
 /* Writes the PTX image (with a simulator cost comment when cost != 1). */
 int wl_ptx_build(char *buf, size_t len, double cost);
 
@@ -230,6 +232,8 @@ struct wl_launcher {
     CUgraphExec exec;
     struct wl_kernel *kernels;    /* cfg.kernels entries */
     CUevent *ahead_events;        /* --ahead ring (cfg.ahead entries) */
+    CUfunction touch_fn;          /* --touch */
+    uint64_t touches;             /* touch kernels launched */
 };
 
 /* ---- loop.c: warm-up, iterations, progress and summary lines ---- */
@@ -282,6 +286,13 @@ uint64_t wl_mem_chunk_size(const struct wl_footprint *m, size_t i);
 /* Checks that every allocated chunk still holds what was written (a "check" line); exits 1
  * when it does not. */
 void wl_mem_verify(struct wl_run *run);
+
+/* ---- touch.c: --touch, kernels that read the footprint (a real GPU faults it in) ---- */
+#define WL_TOUCH_MAX_THREADS 65536u
+#define WL_TOUCH_BLOCK 256u
+void wl_touch_setup(struct wl_run *run);
+/* One touch kernel per chunk held, on the iteration's stream, after its kernels. */
+void wl_touch_launch(struct wl_run *run);
 
 /* ---- ramp.c: the memory schedule inside the loop (--ramp-every-ms, --free-at-s) ---- */
 /* t: seconds since the measured start. */

@@ -191,14 +191,16 @@ def policy_metrics(res: OvResult, policy: str) -> dict[str, Any]:
     allocs = OM.alloc_stats(prod.events)
     t_ramp = OM.event_time(prod.events, "alloc")
     t_peak = OM.event_time(prod.events, "alloc", ok_only=True, last=True)
-    t_free = OM.event_time(prod.events, "free")
+    t_free = OM.event_time(prod.events, "free", begin=True)    # it starts freeing
+    t_freed = OM.event_time(prod.events, "free")                # its memory is free
     cum = opp.cumulative()
     rates = OM.phase_rates(cum, t_ramp, t_peak, t_free)
     solo = res.solo.jobs["prod"].it_per_s if res.solo is not None else math.nan
-    peak_solo = _peak_rate(res.solo.jobs["prod"]) if res.solo is not None else math.nan
-    peak_rate = _peak_rate(prod)
+    base = OM.prod_rates(res.solo.jobs["prod"].cumulative(), res.solo.jobs["prod"].events) \
+        if res.solo is not None else {"ramp": math.nan, "peak": math.nan}
+    own = OM.prod_rates(prod.cumulative(), prod.events)
     before = rates["before"]
-    recovery = OM.recovery_time(cum, t_free, OM.RECOVERY_TARGET * before) \
+    recovery = OM.recovery_time(cum, t_freed, OM.RECOVERY_TARGET * before) \
         if before == before else None
     mem = OM.memory_by_job(rec.memory, {n: j.pid for n, j in rec.jobs.items()}, rec.t0)
     checks = {n: [e.get("ok") for e in j.events if e.get("type") == "check"]
@@ -206,24 +208,18 @@ def policy_metrics(res: OvResult, policy: str) -> dict[str, Any]:
     return _rounded({
         "allocs": allocs, "planned_steps": res.plan.steps, "oom": _oom_who(rec, allocs),
         "prod_it_per_s": prod.it_per_s, "prod_vs_solo": prod.it_per_s / solo if solo else None,
-        "prod_peak_it_per_s": peak_rate,
-        "prod_peak_vs_solo": peak_rate / peak_solo if peak_solo else None,
+        "prod_phase_it_per_s": own, "solo_phase_it_per_s": base,
+        "prod_ramp_vs_solo": own["ramp"] / base["ramp"] if base["ramp"] else None,
+        "prod_peak_vs_solo": own["peak"] / base["peak"] if base["peak"] else None,
         "opp_it_per_s": rates, "opp_during_vs_before": rates["during"] / before
         if before else None,
         "recovery_s": recovery, "recovery_window_s": OM.RECOVERY_WINDOW_S,
-        "after_s": cum[-1][0] - t_free if cum and t_free is not None else None,
+        "after_s": cum[-1][0] - t_freed if cum and t_freed is not None else None,
         "opp_alive": opp.summary is not None and opp.returncode == 0 and not opp.error,
         "data_ok": {n: bool(c) and all(c) for n, c in checks.items()},
         "errors": {n: j.error for n, j in rec.jobs.items() if j.error},
         "peak_mib": {n: {k: v >> 20 for k, v in OM.peak(m).items()} for n, m in mem.items()},
     })
-
-
-def _peak_rate(job: Any) -> float:
-    """Production's iterations/s at its peak: from its last successful allocation to its free."""
-    return OM.window_rate(job.cumulative(),
-                          OM.event_time(job.events, "alloc", ok_only=True, last=True),
-                          OM.event_time(job.events, "free"))
 
 
 def summarise(res: OvResult) -> dict[str, Any]:
@@ -248,7 +244,7 @@ def _rounded(obj: Any) -> Any:
     return obj
 
 
-COLUMNS = ("policy", "prod allocs ok", "alloc p50 / max (ms)", "OOM", "prod/solo (run; peak)",
+COLUMNS = ("policy", "prod allocs ok", "alloc p50 / max (ms)", "OOM", "prod/solo ramp; peak",
            "opp it/s before / during / after", "recovery (s)", "opp alive, data",
            "peak opp GPU / host (MiB)")
 
@@ -278,7 +274,7 @@ def markdown(summary: dict[str, Any]) -> str:
             out.append(
                 f"| {pol} | {a['ok']}/{m['planned_steps']} | {_f(a['lat_ms_p50'])} / "
                 f"{_f(a['lat_ms_max'])} | {'; '.join(m['oom']) or 'none'} | "
-                f"{_f(m['prod_vs_solo'])}; {_f(m['prod_peak_vs_solo'])} | "
+                f"{_f(m['prod_ramp_vs_solo'])}; {_f(m['prod_peak_vs_solo'])} | "
                 f"{_f(r['before'], '{:.0f}')} / "
                 f"{_f(r['during'], '{:.1f}')} / {_f(r['after'], '{:.0f}')} | {rec} | "
                 f"{'yes' if m['opp_alive'] else 'NO'}; {data} | "

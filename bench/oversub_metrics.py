@@ -6,13 +6,17 @@ schedule), each job's cumulative iterations over CLOCK_MONOTONIC seconds, memory
 Definitions (docs/benchmarks.md, "Memory oversubscription", repeats them):
 - allocation latency: the wall time of each production cuMemAlloc call (p50, max; successful
   calls only; a failed call is an OOM, reported with its step and time);
+- production's throughput: iterations/s during its ramp (first to last successful allocation)
+  and at its peak (last successful allocation to the start of its free), each against the same
+  window of its solo run;
 - opportunistic throughput: iterations/s over `before` (its loop start to production's first
   allocation), `during` (production's last successful allocation to its free: production at
   its peak, the opportunistic job evicted when its memory is managed) and `after` (the second
   half of the time between production's free and the job's end: its new steady state);
-- recovery: from production's free until the opportunistic job's throughput over a sliding
-  RECOVERY_WINDOW_S window first reaches RECOVERY_TARGET of its `before` (the window's end: an
-  upper bound, at most one window late); None when it never does.
+- recovery: from the end of production's free (its memory is free) until the opportunistic
+  job's throughput over a sliding RECOVERY_WINDOW_S window first reaches RECOVERY_TARGET of its
+  `before` (the window's end: an upper bound, at most one window late); None when it never
+  does.
 """
 
 from __future__ import annotations
@@ -56,10 +60,11 @@ def alloc_stats(events: Sequence[dict[str, Any]], t0: float | None = None) -> di
 
 
 def event_time(events: Sequence[dict[str, Any]], kind: str, ok_only: bool = False,
-               last: bool = False) -> float | None:
-    """CLOCK_MONOTONIC time of the first (or last) event of a kind."""
-    hits = [float(e["mono_s"]) for e in events
-            if e.get("type") == kind and (e.get("ok", True) or not ok_only)]
+               last: bool = False, begin: bool = False) -> float | None:
+    """CLOCK_MONOTONIC time of the first (or last) event of a kind (begin: when it began, for a
+    free: before its check and the free calls, where the line says)."""
+    hits = [float(e["begin_mono_s"] if begin and "begin_mono_s" in e else e["mono_s"])
+            for e in events if e.get("type") == kind and (e.get("ok", True) or not ok_only)]
     if not hits:
         return None
     return hits[-1] if last else hits[0]
@@ -82,6 +87,16 @@ def phase_rates(cum: Series, t_ramp: float | None, t_peak: float | None,
     return {"before": window_rate(cum, start, t_ramp),
             "during": window_rate(cum, t_peak, t_free),
             "after": window_rate(cum, after0, end)}
+
+
+def prod_rates(cum: Series, events: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Production's iterations/s during its ramp (first to last successful allocation) and at
+    its peak (last successful allocation to the start of its free): windows that leave out its
+    own set-up and its check and free."""
+    first = event_time(events, "alloc")
+    peak = event_time(events, "alloc", ok_only=True, last=True)
+    return {"ramp": window_rate(cum, first, peak),
+            "peak": window_rate(cum, peak, event_time(events, "free", begin=True))}
 
 
 def recovery_time(cum: Series, t_change: float | None, target: float,

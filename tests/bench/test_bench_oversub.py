@@ -16,7 +16,8 @@ from tgs.bench import oversub as OV
 from tgs.bench import oversub_metrics as OM
 from tgs.bench import scenarios as SC
 from tgs.bench.main import cli
-from tgs.bench.oversub_mem import MemUse
+from tgs.bench.oversub_mem import MemUse, sim_memory
+from tgs.intercept import simstate as SS
 
 GiB = 1 << 30
 
@@ -179,6 +180,28 @@ def test_memory_by_job_and_peaks() -> None:
     assert OM.peak(mem["opp"]) == {"gpu": 7, "host": 8}
     assert OM.peak([]) == {"gpu": 0, "host": 0}
     assert OM.quantile([3.0, 1.0, 2.0], 0.5) == 2.0 and OM.quantile([5.0], 0.99) == 5.0
+
+
+def test_sim_memory_splits_device_resident_and_host_bytes_by_process() -> None:
+    """The memory sampler's reading of the simulator's state file (sim_state.h layout)."""
+    buf = bytearray(SS.SimState.ctx.offset)
+    procs = (SS.SimProc * SS.SIM_MAX_PROCS).from_buffer(buf, SS.SimState.proc.offset)
+    procs[0].in_use, procs[0].pid = 1, 111
+    procs[0].dev[0].mem_used = 700
+    procs[3].in_use, procs[3].pid = 1, 333
+    procs[3].dev[1].mem_used = 50                  # another device: not counted on device 0
+    res = SS.SimResidency()
+    for i, (proc, dev, size, resident) in enumerate([(3, 0, 100, 60), (3, 0, 40, 0),
+                                                     (3, 1, 80, 80), (0, 0, 10, 10)]):
+        m = res.r[i]
+        m.in_use, m.proc, m.dev, m.size, m.resident = 1, proc, dev, size, resident
+    res.r[4].in_use, res.r[4].proc, res.r[4].size = 0, 3, 999    # a freed slot
+    res.hwm = 5
+    mem = sim_memory(bytes(buf), res, 0)
+    assert mem == {111: MemUse(device=700, resident=10, host=0),
+                   333: MemUse(device=0, resident=60, host=80)}
+    assert mem[333].on_gpu == 60 and mem[333].to_list() == [0, 60, 80]
+    assert sim_memory(bytes(buf), None, 1)[333] == MemUse(device=50)
 
 
 # ------------------------------------------------------------------ tgs-workload's schedule

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from tgs.bench.gpu import BusySeries, job_env, make_sampler
+from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import JobDef
-from tgs.bench.workload import ProgressRecord, parse_output
+from tgs.bench.workload import ProgressRecord, parse_events, parse_output
 from tgs.controller.client import Client, ControllerUnavailable
 
 PROD_QUOTA = 2 << 30
@@ -107,6 +108,7 @@ class JobRun:
     progress: list[ProgressRecord] = field(default_factory=list)
     error: str | None = None
     stopped: bool = False       # still running long past its end: stopped by the harness
+    events: list[dict[str, Any]] = field(default_factory=list)   # alloc/free/check lines
 
     def cumulative(self) -> list[tuple[float, float]]:
         """(monotonic s, iterations done) from the progress lines, from the loop's start."""
@@ -127,7 +129,7 @@ class JobRun:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role, "weight": self.weight, "pid": self.pid,
                 "returncode": self.returncode, "error": self.error, "stopped": self.stopped,
-                "summary": self.summary,
+                "summary": self.summary, "events": self.events,
                 "cumulative": [[round(t, 4), it] for t, it in self.cumulative()]}
 
 
@@ -143,6 +145,7 @@ class RunRecord:
     proc_busy: dict[int, BusySeries]
     policy_state: dict[str, Any] = field(default_factory=dict)
     sampler_error: str | None = None
+    memory: MemSeries = field(default_factory=list)   # run_jobs(memory=True)
 
     def busy_of(self, job: str) -> BusySeries:
         return self.proc_busy.get(self.jobs[job].pid, [])
@@ -154,7 +157,9 @@ class RunRecord:
                 "device_busy": [[round(t, 4), round(b, 6)] for t, b in self.device_busy],
                 "proc_busy": {str(pid): [[round(t, 4), round(b, 6)] for t, b in series]
                               for pid, series in self.proc_busy.items()},
-                "policy_state": self.policy_state, "sampler_error": self.sampler_error}
+                "policy_state": self.policy_state, "sampler_error": self.sampler_error,
+                "memory": [[round(t, 4), {str(pid): u.to_list() for pid, u in m.items()}]
+                           for t, m in self.memory]}
 
 
 def numba_argv(job: JobDef) -> list[str]:
@@ -199,8 +204,10 @@ def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.
 
 
 def _collect(run: JobRun, out: Path, err: Path) -> None:
-    start, summary, progress, error = parse_output(out.read_text(errors="replace"))
+    text = out.read_text(errors="replace")
+    start, summary, progress, error = parse_output(text)
     run.start, run.summary, run.progress = start, summary, progress
+    run.events = parse_events(text)
     if error is not None:
         run.error = str(error.get("error"))
     elif summary is None and run.stopped and run.role != "production":
@@ -212,15 +219,19 @@ def _collect(run: JobRun, out: Path, err: Path) -> None:
 
 def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], gpu: str,
              logdir: Path, work: Path, static_share: float = 0.3,
-             controller_env: dict[str, str] | None = None) -> RunRecord:
+             controller_env: dict[str, str] | None = None,
+             extra_env: dict[str, str] | None = None, memory: bool = False) -> RunRecord:
     """Runs `jobs` on their schedule (under a controller with `policy` unless None;
-    `controller_env` adds to the controller's environment, e.g. TGS_LAS_THRESHOLDS)."""
+    `controller_env` adds to the controller's environment, e.g. TGS_LAS_THRESHOLDS;
+    `extra_env` to every process's, e.g. the simulator's TGS_SIM_MEM; `memory` samples memory
+    by process into the record)."""
     logdir.mkdir(parents=True, exist_ok=True)
     sim_state = work / f"sim-{scenario}-{label.replace(':', '-')}" if gpu == "sim" else None
-    env = job_env(gpu, sim_state)
+    env = {**job_env(gpu, sim_state), **(extra_env or {})}
     procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     runs = {j.name: JobRun(j.name, j.role, j.weight, j.start_s) for j in jobs}
     sampler = make_sampler(gpu, sim_state)
+    mem_sampler = make_mem_sampler(gpu, sim_state) if memory else None
     state: dict[str, Any] = {}
     wall0 = time.monotonic()
     with ExitStack() as stack:
@@ -239,12 +250,16 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
             stack.callback(client.close)
             for j in jobs:
                 # production quotas may not add up past the device: a bounded one each
-                quota = PROD_QUOTA if j.production else None
+                quota = j.mem_quota if j.mem_quota is not None else \
+                    PROD_QUOTA if j.production else None
                 reply = client.register(j.name, priority=j.role, weight=j.weight,
-                                        mem_quota=quota)
+                                        mem_quota=quota, mem_total=j.mem_total)
                 envs[j.name] = {**env, **reply["env"]}
         sampler.start()
         stack.callback(sampler.stop)
+        if mem_sampler is not None:
+            mem_sampler.start()
+            stack.callback(mem_sampler.stop)
         t0 = time.monotonic() + 0.2
         for j in sorted(jobs, key=lambda j: j.start_s):
             time.sleep(max(0.0, t0 + j.start_s - time.monotonic()))
@@ -261,7 +276,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
         _collect(runs[name], out, err)
     return RunRecord(scenario, label, policy, time.monotonic() - wall0, t0, runs,
                      list(sampler.device), {k: list(v) for k, v in sampler.procs.items()},
-                     state, sampler.error)
+                     state, sampler.error or (mem_sampler.error if mem_sampler else None),
+                     list(mem_sampler.series) if mem_sampler else [])
 
 
 GRACE_S = 3.0     # past its scheduled end a job gets SIGTERM (it still prints its summary)

@@ -1,7 +1,8 @@
 """`tgs-bench` (and `make bench`): the evaluation suite.
 
-Scenarios S1-S6 under the policies none, static (30 % share), tgs and adaptive (the default),
-each job also alone as the baseline, on the simulated GPU or a real one; a Markdown table,
+Scenarios S1-S14 under the policies none, static (30 % share), tgs and adaptive (the default),
+each job also alone as the baseline, and OV1 (memory oversubscription: tgs.bench.oversub), on
+the simulated GPU or a real one; a Markdown table,
 JSON, PNG plots in a results folder.  The full run (no --quick, all scenarios) also runs the
 shim-overhead, controller-cost and gate-reaction micro-benchmarks.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import click
 from tgs.bench import las_compare
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
-from tgs.bench.scenarios import EXTRA_KEYS, FULL, KEYS, POLICIES, QUICK, QUICK_KEYS
+from tgs.bench.scenarios import ALL_KEYS, EXTRA_KEYS, FULL, OV_KEYS, POLICIES, QUICK, QUICK_KEYS
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,10 +55,12 @@ def _check_built(gpu: str) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--scenario", "scenarios", multiple=True,
-              type=click.Choice(KEYS + EXTRA_KEYS, case_sensitive=False),
-              help="Only these (repeatable; S16 runs only when named).")
+              type=click.Choice(ALL_KEYS + EXTRA_KEYS, case_sensitive=False),
+              help="Only these (repeatable; OV1: memory oversubscription; S16 runs only "
+                   "when named).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
-              help="Only these policies (repeatable; solo baselines always run).")
+              help="Only these policies (repeatable; solo baselines always run; OV1 always "
+                   "runs its memory policies none, tgs, ours).")
 @click.option("--quick", is_flag=True, help="Much shorter runs (a smoke run: noisier figures).")
 @click.option("--gpu", type=click.Choice(GPU_MODES), default="auto", show_default=True,
               help="Simulated GPU, a real one (through NVML and the driver), or real if present.")
@@ -92,15 +95,19 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
         if not torch.cuda.is_available():
             raise click.ClickException("--torch: PyTorch has no CUDA device")
     _check_built(mode)
-    keys = [k.upper() for k in scenarios] or list(QUICK_KEYS if quick else KEYS)
+    keys = [k.upper() for k in scenarios] or list(QUICK_KEYS if quick else ALL_KEYS)
     full = not quick and not scenarios and not policies
     out = out or ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     cfg = SuiteConfig(keys=keys, policies=list(policies) or list(POLICIES),
                       budget=QUICK if quick else FULL, gpu=mode, out=out, torch=use_torch,
                       plots=not no_plots)
     interrupt_on_sigterm()
-    click.echo(f"tgs-bench: {', '.join(keys)} x {', '.join(cfg.policies)} on the "
-               f"{'simulated' if mode == 'sim' else 'real'} GPU -> {out}", err=True)
+    ov = [k for k in keys if k in OV_KEYS]
+    plan = ", ".join(p for p in (
+        f"{', '.join(k for k in keys if k not in ov)} x {', '.join(cfg.policies)}"
+        if len(ov) < len(keys) else "", f"{', '.join(ov)} x none, tgs, ours" if ov else "") if p)
+    click.echo(f"tgs-bench: {plan} on the {'simulated' if mode == 'sim' else 'real'} GPU "
+               f"-> {out}", err=True)
     try:
         micro_out = run_micro() if (full if micro is None else micro) else None
         doc = run_suite(cfg, micro_out)

@@ -103,3 +103,57 @@ def headline_bars(summary: dict[str, Any], path: Path, dpi: int = 80) -> Path:
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+def oversub_timeline(key: str, title: str, runs: dict[str, RunRecord], path: Path,
+                     dpi: int = 80) -> Path:
+    """OV scenarios: a row per memory policy, memory by job (left: on the GPU solid, on the
+    host dashed) and throughput by job (right) over time; production's allocations (ticks),
+    its OOM (x) and its free (dotted line) marked."""
+    from tgs.bench.oversub_metrics import memory_by_job
+
+    plt = _pyplot()
+    labels = list(runs)
+    fig, axes = plt.subplots(max(1, len(labels)), 2, figsize=(10.4, 2.5 * max(1, len(labels))),
+                             squeeze=False, sharex=True)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for row, label in enumerate(labels):
+        rec = runs[label]
+        color = {n: palette[i % len(palette)] for i, n in enumerate(sorted(rec.jobs))}
+        mem = memory_by_job(rec.memory, {n: j.pid for n, j in rec.jobs.items()}, rec.t0)
+        ax_m, ax_r = axes[row]
+        for name, pts in mem.items():
+            ts = [p[0] for p in pts]
+            ax_m.plot(ts, [(d + r) / 2**20 for _, d, r, _ in pts], "-", lw=1.2,
+                      color=color[name], label=f"{name} on GPU")
+            if any(h for *_, h in pts):
+                ax_m.plot(ts, [h / 2**20 for *_, h in pts], "--", lw=1.0, color=color[name],
+                          label=f"{name} on host")
+        for name, job in rec.jobs.items():
+            pts = M.rate_series(job.cumulative(), 0.2)
+            ax_r.plot([t - rec.t0 for t, _ in pts], [r for _, r in pts], lw=1.1,
+                      color=color[name], label=f"{name} ({job.role})")
+            for e in job.events:
+                t = float(e["mono_s"]) - rec.t0
+                if e.get("type") == "alloc":
+                    ax_m.axvline(t, color=color[name], lw=0.5, alpha=0.35)
+                    if not e.get("ok"):
+                        ax_m.plot([t], [int(e.get("held", 0)) / 2**20], "x", ms=8, color="k",
+                                  label=f"{name} OOM")
+                elif e.get("type") == "free":
+                    for ax in (ax_m, ax_r):
+                        ax.axvline(t, color=color[name], lw=1.0, ls=":")
+        ax_m.set_title(f"{label}: memory (MiB)", fontsize=9)
+        ax_r.set_title(f"{label}: iterations/s", fontsize=9)
+        for ax in (ax_m, ax_r):
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=8)
+        ax_m.legend(fontsize=6, loc="upper left")
+        ax_r.legend(fontsize=6, loc="upper left")
+    for ax in axes[-1]:
+        ax.set_xlabel("time (s)", fontsize=8)
+    fig.suptitle(f"{key}: {title}", fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

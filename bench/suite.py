@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tgs.bench import plots
+from tgs.bench import oversub, plots
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.numba_job import available as numba_available
 from tgs.bench.overhead import cpu_model
 from tgs.bench.report import ScenarioResult, latency_markdown, markdown, summarise, tgs_markdown
 from tgs.bench.scenarios import (
     FULL,
+    OV_KEYS,
     POLICIES,
     Budget,
     JobDef,
@@ -140,8 +141,12 @@ def run_suite(cfg: SuiteConfig, micro: dict[str, str] | None = None) -> dict[str
     t0 = time.monotonic()
     suite = Suite(cfg)
     results: list[ScenarioResult] = []
+    ov: list[oversub.OvResult] = []
     try:
         for key in cfg.keys:
+            if key in OV_KEYS:      # its own memory policies (tgs-workload jobs, also --torch)
+                ov.append(oversub.run(key, cfg.budget, cfg.gpu, cfg.out, suite.work, cfg.log))
+                continue
             res = suite.scenario(key)
             if res is not None:
                 results.append(res)
@@ -154,14 +159,20 @@ def run_suite(cfg: SuiteConfig, micro: dict[str, str] | None = None) -> dict[str
         "policies": cfg.policies, "static_share": cfg.static_share,
         "wall_s": round(time.monotonic() - t0, 1), "scenarios": summary,
     }
+    if ov:
+        doc["oversub"] = {r.key: oversub.summarise(r) for r in ov}
     if micro:
         doc["micro"] = micro
     pngs = []
     if cfg.plots:
-        pngs.append(plots.headline_bars(summary, cfg.out / "headline.png"))
+        if results:
+            pngs.append(plots.headline_bars(summary, cfg.out / "headline.png"))
         for r in results:
             runs = {"solo (prod)": _solo_view(r), **r.runs}
             pngs.append(plots.timeline(r.key, r.title, runs, cfg.out / f"{r.key}.png"))
+        for o in ov:
+            pngs.append(plots.oversub_timeline(o.key, oversub.TITLE, o.runs,
+                                               cfg.out / f"{o.key}.png"))
     doc["plots"] = [str(p) for p in pngs]
     (cfg.out / "results.json").write_text(json.dumps(doc, indent=1))
     (cfg.out / "results.md").write_text(render_markdown(doc))
@@ -180,7 +191,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     out = [f"Machine: nproc={m['nproc']}, CPU \"{m['cpu']}\", Python {m['python']}; "
            f"GPU: {doc['gpu']}{' (PyTorch jobs)' if doc['torch'] else ''}; "
-           f"suite wall time {doc['wall_s']:.0f} s.", "", markdown(doc["scenarios"])]
+           f"suite wall time {doc['wall_s']:.0f} s."]
+    if doc["scenarios"]:
+        out += ["", markdown(doc["scenarios"])]
+    if doc.get("oversub"):
+        out += ["", "### Memory oversubscription (tgs.bench.oversub)", "",
+                oversub.markdown(doc["oversub"])]
     lat = latency_markdown(doc["scenarios"])
     if lat:
         out += ["", "Inference (production = a server): request latency, ms (x solo)", "", lat]

@@ -59,6 +59,12 @@ class WorkloadSpec:
     kernel_mix: int | None = None      # long kernels per iteration (documented distribution)
     poisson_rps: float | None = None   # inference: Poisson request arrivals per second
     seed: int | None = None
+    managed: bool = False              # the footprint is managed memory
+    prefer_device: bool = False        # ... advised to prefer the device
+    ramp_every_ms: float | None = None  # allocate the footprint chunk by chunk in the loop
+    free_at_s: float | None = None     # free it this long into the loop
+    verify: bool = False               # check its contents before freeing it
+    touch: str | int | None = None     # read one word every N bytes of it per iteration
     binary: Path | None = None
     extra_args: list[str] = field(default_factory=list)
 
@@ -104,6 +110,9 @@ class WorkloadSpec:
             ("--kernel-mix", self.kernel_mix),
             ("--poisson-rps", self.poisson_rps),
             ("--seed", self.seed),
+            ("--ramp-every-ms", self.ramp_every_ms),
+            ("--free-at-s", self.free_at_s),
+            ("--touch", self.touch),
         ]
         for flag, value in optional:
             if value is not None:
@@ -114,6 +123,10 @@ class WorkloadSpec:
             args.append("--per-thread")
         if self.stream:
             args.append("--stream")
+        for flag, on in (("--managed", self.managed), ("--prefer-device", self.prefer_device),
+                         ("--verify", self.verify)):
+            if on:
+                args.append(flag)
         return args + list(self.extra_args)
 
 
@@ -315,3 +328,22 @@ def run_workload(spec: WorkloadSpec, env: dict[str, str] | None = None,
     """Runs one job to completion and returns its parsed result."""
     with start_workload(spec, env) as handle:
         return handle.wait(timeout)
+
+
+EVENT_TYPES = ("alloc", "free", "check")
+
+
+def parse_events(stdout: str) -> list[dict[str, Any]]:
+    """The memory schedule's lines (--ramp-every-ms, --free-at-s, --verify), in order."""
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("type") in EVENT_TYPES:
+            out.append(rec)
+    return out

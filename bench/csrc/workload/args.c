@@ -42,6 +42,17 @@ static const char wl_usage[] =
     "  --poisson-rps R        inference: one request (K kernels + synchronize) per arrival of\n"
     "                         a Poisson process of R requests/s; latency from arrival\n"
     "  --seed N               seed of the kernel mix and the arrivals (default 1)\n"
+    "Memory schedule (the oversubscription benchmark):\n"
+    "  --managed              the footprint is managed memory (cuMemAllocManaged, global)\n"
+    "  --prefer-device        ... advised to prefer the device (implies --managed)\n"
+    "  --ramp-every-ms T      allocate the footprint during the loop, one --alloc-chunk every\n"
+    "                         T ms from its start (\"alloc\" lines; an OOM ends the ramp)\n"
+    "  --free-at-s S          free the footprint S s into the loop (\"free\" line), go on\n"
+    "  --verify               check the footprint's contents before freeing it (\"check\"\n"
+    "                         line; exit 1 when data was lost)\n"
+    "  --touch STRIDE         after each iteration's kernels, read one word every STRIDE\n"
+    "                         bytes of the footprint (a multiple of 4; a real GPU faults\n"
+    "                         in what is not resident)\n"
     "  --print-ptx            print the kernel's PTX and exit\n"
     "  --help                 this text\n"
     "Output: JSON lines (start, progress, summary; error on failure, exit 1).\n";
@@ -51,7 +62,7 @@ enum {
     OPT_MEM, OPT_CHUNK, OPT_ITERS, OPT_SECONDS, OPT_WARMUP, OPT_REPORT, OPT_DEVICE, OPT_NAME,
     OPT_RESOLVE, OPT_CUDA_VERSION, OPT_PER_THREAD, OPT_LAUNCH, OPT_STREAM, OPT_PRIORITY,
     OPT_PRINT_PTX, OPT_PHASES, OPT_SYNC_EVERY, OPT_AHEAD, OPT_STREAMS, OPT_MIX, OPT_POISSON,
-    OPT_SEED, OPT_HELP
+    OPT_SEED, OPT_MANAGED, OPT_PREFER_DEVICE, OPT_RAMP, OPT_FREE_AT, OPT_VERIFY, OPT_TOUCH, OPT_HELP
 };
 
 static const struct option wl_options[] = {
@@ -84,6 +95,12 @@ static const struct option wl_options[] = {
     {"kernel-mix", required_argument, NULL, OPT_MIX},
     {"poisson-rps", required_argument, NULL, OPT_POISSON},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"managed", no_argument, NULL, OPT_MANAGED},
+    {"prefer-device", no_argument, NULL, OPT_PREFER_DEVICE},
+    {"ramp-every-ms", required_argument, NULL, OPT_RAMP},
+    {"free-at-s", required_argument, NULL, OPT_FREE_AT},
+    {"verify", no_argument, NULL, OPT_VERIFY},
+    {"touch", required_argument, NULL, OPT_TOUCH},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -292,6 +309,17 @@ static int wl_apply(struct wl_config *c, int opt, const char *arg, const char *o
     case OPT_MIX: c->mix_long = (unsigned)wl_uint(oname, arg, 0, 100000); break;
     case OPT_POISSON: c->poisson_rps = wl_num(oname, arg, 0.0, 1, 1e6); break;
     case OPT_SEED: c->seed = wl_uint(oname, arg, 0, 18446744073709551615ULL); break;
+    case OPT_MANAGED: c->managed = 1; break;
+    case OPT_PREFER_DEVICE: c->prefer_device = c->managed = 1; break;
+    case OPT_RAMP: c->ramp_every_ms = wl_num(oname, arg, 0.0, 1, 3.6e6); break;
+    case OPT_FREE_AT: c->free_at_s = wl_num(oname, arg, 0.0, 1, 1e7); break;
+    case OPT_VERIFY: c->verify = 1; break;
+    case OPT_TOUCH:
+        c->touch_stride = wl_size(oname, arg);
+        if (c->touch_stride < 4 || c->touch_stride % 4)
+            wl_usage_error("--%s wants a stride of 4 bytes or more, a multiple of 4%s", oname,
+                           "");
+        break;
     case OPT_PRINT_PTX: return 1;
     default: break;
     }
@@ -339,5 +367,12 @@ int wl_parse_args(int argc, char **argv, struct wl_config *cfg)
     if (cfg->alloc_chunk && cfg->mem_bytes / cfg->alloc_chunk >= 1000000)
         wl_usage_error("--mem / --alloc-chunk makes a million chunks or more: "
                        "use a larger chunk%s%s", "", "");
+    if ((cfg->ramp_every_ms > 0 || cfg->free_at_s > 0 || cfg->managed || cfg->verify ||
+         cfg->touch_stride) && !cfg->mem_bytes)
+        wl_usage_error("--managed, --prefer-device, --ramp-every-ms, --free-at-s, --verify and "
+                       "--touch need --mem%s%s", "", "");
+    if (cfg->touch_stride && (cfg->launch == WL_LAUNCH_GRAPH || cfg->streams > 1))
+        wl_usage_error("--touch launches into the one stream: not with --launch graph or "
+                       "--streams%s%s", "", "");
     return print_ptx;
 }

@@ -81,6 +81,7 @@ static double wl_iteration(struct wl_run *run, struct wl_counts *counts, double 
 {
     double t0 = wl_now_s();
     wl_launch_iteration(run);
+    wl_touch_launch(run);
     wl_ahead_mark(run, counts->launched);
     counts->launched++;
     *synced = counts->launched % run->cfg.sync_every == 0;
@@ -145,6 +146,8 @@ static void wl_summary(const struct wl_run *run, struct wl_stats *st, uint64_t i
         wl_json_num(&j, "offered_rps", run->cfg.poisson_rps);
         wl_json_num(&j, "request_gpu_ms", counts->request_us / 1e3);
     }
+    if (run->cfg.touch_stride)
+        wl_json_uint(&j, "touch_kernels", run->launcher.touches);
     wl_json_bool(&j, "interrupted", interrupted);
     wl_json_emit(&j);
 }
@@ -181,6 +184,7 @@ void wl_loop_run(struct wl_run *run)
     double arrival = cfg->poisson_rps > 0 ? wl_next_arrival(cfg, &rng, start) : 0.0;
     uint64_t last_iters = 0, iters = 0;
     struct wl_group grp = {start, 0};
+    wl_ramp_tick(run, 0.0);
     while (!wl_signals.stop) {
         if (cfg->iters ? iters >= cfg->iters : now - start >= cfg->seconds)
             break;
@@ -198,6 +202,7 @@ void wl_loop_run(struct wl_run *run)
         busy_s += wl_iteration(run, &counts, cfg->poisson_rps > 0 ? 0.0 : wl_gap_at(cfg, phase),
                                &synced);
         now = wl_now_s();
+        wl_ramp_tick(run, now - start);
         iters++;
         grp.n++;
         double sample = -1.0;

@@ -11,7 +11,7 @@
 
 #include "workload.h"
 
-#define WL_PTX_MAX 4096
+#define WL_PTX_MAX 8192
 
 /* TGS_SIM_NS_PER_THREAD: the simulator's cost of one thread (default 1 ns). */
 static double wl_ns_per_thread(void)
@@ -119,6 +119,12 @@ static void wl_start_line(const struct wl_run *run, double ns_per_thread)
     wl_json_uint(&j, "kernel_mix", c->mix_long);
     wl_json_num(&j, "poisson_rps", c->poisson_rps);
     wl_json_uint(&j, "seed", c->seed);
+    wl_json_bool(&j, "managed", c->managed);
+    wl_json_bool(&j, "prefer_device", c->prefer_device);
+    wl_json_num(&j, "ramp_every_ms", c->ramp_every_ms);
+    wl_json_num(&j, "free_at_s", c->free_at_s);
+    wl_json_bool(&j, "verify", c->verify);
+    wl_json_uint(&j, "touch_stride", c->touch_stride);
     wl_json_obj_end(&j);
     wl_json_obj_begin(&j, "geometry");
     wl_json_uint(&j, "grid", run->geo.grid);
@@ -166,9 +172,12 @@ int main(int argc, char **argv)
     wl_module_setup(&run, ns_per_thread);
     wl_mem_setup(&run);
     wl_launch_setup(&run);
+    wl_touch_setup(&run);
     wl_start_line(&run, ns_per_thread);
 
     wl_loop_run(&run);
+    if (run.cfg.verify)
+        wl_mem_verify(&run);
 
     wl_launch_teardown(&run);
     wl_mem_release(&run);

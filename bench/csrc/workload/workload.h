@@ -55,6 +55,13 @@ struct wl_config {
     unsigned mix_long;       /* --kernel-mix: long kernels per iteration (0 = off) */
     double poisson_rps;      /* --poisson-rps: requests arrive at this mean rate (0 = off) */
     uint64_t seed;           /* kernel mix and arrivals */
+    /* Memory schedule (ramp.c documents it) */
+    int managed;             /* --managed: the footprint is managed memory */
+    int prefer_device;       /* --prefer-device: advised to prefer the device (implies managed) */
+    double ramp_every_ms;    /* --ramp-every-ms: one chunk every T ms during the loop (0 = off) */
+    double free_at_s;        /* --free-at-s: free the footprint S s into the loop (0 = off) */
+    int verify;              /* --verify: check the footprint's contents before freeing it */
+    uint64_t touch_stride;   /* --touch: read one word every STRIDE bytes per iteration (0 = off) */
 };
 
 /* Parses argv.  Returns 1 for --print-ptx, else 0; exits 0 after --help and
@@ -90,6 +97,9 @@ int wl_parse_size(const char *text, uint64_t *out);
     X(module_get_function, cuModuleGetFunction) \
     X(module_unload, cuModuleUnload) \
     X(mem_alloc, cuMemAlloc_v2) \
+    X(mem_alloc_managed, cuMemAllocManaged) \
+    X(mem_advise, cuMemAdvise) \
+    X(mem_advise_v2, cuMemAdvise_v2) \
     X(mem_free, cuMemFree_v2) \
     X(mem_get_info, cuMemGetInfo_v2) \
     X(memset_d8, cuMemsetD8_v2) \
@@ -126,6 +136,7 @@ const char *wl_symbol_of(const void *fn);
 
 /* ---- ptx.c: the spin kernel ---- */
 #define WL_KERNEL_NAME "tgs_spin"
+#define WL_TOUCH_NAME "tgs_touch"       /* --touch (touch.c) */
 /* Writes the PTX image (with a simulator cost comment when cost != 1). */
 int wl_ptx_build(char *buf, size_t len, double cost);
 
@@ -184,6 +195,11 @@ struct wl_footprint {
     size_t free_before;
     size_t free_after;
     size_t total;
+    size_t allocated;             /* chunks allocated so far (the ramp grows it) */
+    uint64_t held;                /* bytes allocated so far */
+    int ramp_stopped;             /* an allocation of the ramp failed: no more steps */
+    int freed;                    /* --free-at-s done */
+    int roundtrip;                /* chunk 0 starts with the round-trip pattern */
 };
 
 /* ---- shapes.c: kernel-duration mix and request arrivals ---- */
@@ -216,6 +232,8 @@ struct wl_launcher {
     CUgraphExec exec;
     struct wl_kernel *kernels;    /* cfg.kernels entries */
     CUevent *ahead_events;        /* --ahead ring (cfg.ahead entries) */
+    CUfunction touch_fn;          /* --touch */
+    uint64_t touches;             /* touch kernels launched */
 };
 
 /* ---- loop.c: warm-up, iterations, progress and summary lines ---- */
@@ -260,6 +278,25 @@ void wl_die(const struct wl_run *run, const char *fmt, ...)
 
 void wl_mem_setup(struct wl_run *run);
 void wl_mem_release(struct wl_run *run);
+/* Allocates chunk i (size bytes) as the config says (device or managed memory, advice), fills
+ * and signs it; returns the allocation's result (the call's wall time in *us). */
+CUresult wl_mem_alloc_chunk(struct wl_run *run, size_t i, uint64_t size, double *us);
+/* Size of chunk i of the footprint. */
+uint64_t wl_mem_chunk_size(const struct wl_footprint *m, size_t i);
+/* Checks that every allocated chunk still holds what was written (a "check" line); exits 1
+ * when it does not. */
+void wl_mem_verify(struct wl_run *run);
+
+/* ---- touch.c: --touch, kernels that read the footprint (a real GPU faults it in) ---- */
+#define WL_TOUCH_MAX_THREADS 65536u
+#define WL_TOUCH_BLOCK 256u
+void wl_touch_setup(struct wl_run *run);
+/* One touch kernel per chunk held, on the iteration's stream, after its kernels. */
+void wl_touch_launch(struct wl_run *run);
+
+/* ---- ramp.c: the memory schedule inside the loop (--ramp-every-ms, --free-at-s) ---- */
+/* t: seconds since the measured start. */
+void wl_ramp_tick(struct wl_run *run, double t);
 
 void wl_launch_setup(struct wl_run *run);
 void wl_launch_iteration(struct wl_run *run);

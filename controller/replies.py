@@ -78,6 +78,18 @@ class JobStats(Reply):
 
 
 @dataclass(frozen=True)
+class PartInfo(Reply):
+    """One device of a multi-device job (protocol 1.2): its part and the loop's figures."""
+
+    name: str                          # <job>@<k>
+    device: int
+    device_uuid: str
+    segment: str
+    stats: JobStats | None = None
+    FLATTEN = frozenset({"stats"})
+
+
+@dataclass(frozen=True)
 class JobInfo(Reply):
     """A job object (register, set, list)."""
 
@@ -93,6 +105,7 @@ class JobInfo(Reply):
     state: str
     created: float
     mem_total: int = 0
+    devices: list[PartInfo] = field(default_factory=list)   # one per device, in order (1.2)
     stats: JobStats | None = None
     FLATTEN = frozenset({"stats"})
 
@@ -211,6 +224,7 @@ class ListReply(Reply):
 
 _FLATTENED: dict[str, dict[str, type[Reply]]] = {
     "JobInfo": {"stats": JobStats},
+    "PartInfo": {"stats": JobStats},
     "MetricsEntry": {"stats": JobStats},
     "StatusReply": {"daemon": DaemonInfo, "loop": LoopStatus},
 }

@@ -3,15 +3,36 @@
  * total = min(quota, real total); free = total - job usage, clamped to
  * [0, total] and to the real free memory: never negative, never wrapped.
  * Without a quota (no segment limit, no TGS_MEM_LIMIT) the real values pass.
+ * A multi-device job's process asking on another device of the job sees
+ * that device's part's quota (parts.c).
  * An oversubscribed job (oversub.c) sees total = mem_total, free = mem_total
  * - what the job holds: its budget, not the device's residency.
  */
 #include "shim.h"
 
+/* A multi-device job asked about another of its devices (parts.c): that
+ * part's quota clamps the device's real numbers (its usage is its part's). */
+static void present_other(CUdevice dev, uint64_t *freep, uint64_t *totalp)
+{
+    uint64_t q;
+    if (!tgs_part_quota(dev, &q) || q == TGS_QUOTA_UNLIMITED)
+        return;
+    if (q < *totalp)
+        *totalp = q;
+    if (*freep > *totalp)
+        *freep = *totalp;
+}
+
 static void present(uint64_t *freep, uint64_t *totalp)
 {
     uint64_t q, used;
-    if (!tgs_mem_view(&q, &used))
+    int quota = tgs_mem_view(&q, &used);
+    CUdevice other;
+    if (TGS_UNLIKELY(tgs_g.opt.parts[0]) && tgs_other_device(&other)) {
+        present_other(other, freep, totalp);
+        return;
+    }
+    if (!quota)
         return;
     if (tgs_oversub_on()) { /* oversubscribed: the job's own budget, whatever is resident */
         *totalp = q;

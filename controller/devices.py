@@ -117,11 +117,18 @@ def _sim_uuid(seed: int, index: int) -> str:
 def cuda_uuid(dev: Device) -> str:
     """The UUID the CUDA driver reports for `dev` (cuDeviceGetUuid), which is what a shim
     matches a multi-device job's part by.  An NVML device's own UUID; for a simulated GPU
-    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed, or the alias
-    when the state file is not readable yet."""
+    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed (the file is
+    created when missing), or the alias when that fails."""
     if dev.kind != "sim":
         return dev.uuid
     try:
+        if not simstate.state_path().exists():   # made by a cuInit in a child, as for mounts
+            from tgs.tools.injection import InjectError, sim_state_file
+            try:
+                sim_state_file()
+            except InjectError as exc:
+                log.warning("no simulator state file (%s): %s keeps its alias", exc, dev.uuid)
+                return dev.uuid
         with open(simstate.state_path(), "rb") as f:
             head = f.read(ctypes.sizeof(simstate.SimHeader))
         hdr = simstate.SimHeader.from_buffer_copy(head)

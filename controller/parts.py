@@ -29,8 +29,8 @@ class Part:
     lease: Lease | None = None                            # always None (the job holds it)
 
     def info(self) -> PartInfo:
-        return PartInfo(self.rec.name, self.rec.device_index, self.node_uuid, self.rec.segment,
-                        self.stats)
+        return PartInfo(self.rec.name, self.rec.device_index, self.node_uuid,
+                        self.rec.device_uuid, self.rec.segment, self.stats)
 
 
 

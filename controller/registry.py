@@ -46,7 +46,8 @@ class Job:
     def info(self) -> JobInfo:
         r = self.rec
         devices = [p.info() for p in self.parts] if self.parts else \
-            [PartInfo(r.name, r.device_index, r.device_uuid, r.segment, self.stats)]
+            [PartInfo(r.name, r.device_index, r.device_uuid, r.device_uuid, r.segment,
+                      self.stats)]
         return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
                        r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
                        devices, self.stats)

@@ -83,7 +83,8 @@ class PartInfo(Reply):
 
     name: str                          # <job>@<k>
     device: int
-    device_uuid: str
+    device_uuid: str                   # the node's UUID of the device
+    cuda_uuid: str                     # what cuDeviceGetUuid says (a simulated GPU's differs)
     segment: str
     stats: JobStats | None = None
     FLATTEN = frozenset({"stats"})

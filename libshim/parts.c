@@ -8,7 +8,10 @@
  * (read-only, never mapped here).  UUIDs, never ordinals: ordinals move under
  * CUDA_VISIBLE_DEVICES.  The part is chosen once; the launch path is the
  * single-device one.  No context yet: choose later.  No part of this device:
- * one stderr line, pass-through.
+ * one stderr line, pass-through.  The chosen part's .ctl and device-<i>.seg
+ * are beside its .seg (TGS_CTL and TGS_DEVICE_SEG, which name one file, are
+ * ignored); its own publish page is <dir of TGS_PUB>/<part>.pub when TGS_PUB
+ * is set, else <segment dir>/pub/<part>.pub (TGS_PUB_DIR: the peers' pubs).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -116,7 +119,16 @@ int tgs_pick_part(void)
         return -1;
     }
     memcpy(tgs_g.opt.segment_path, seg, strlen(seg) + 1);
-    tgs_g.opt.ctl_path[0] = tgs_g.opt.pub_path[0] = '\0'; /* beside the part's .seg */
+    /* the part's .ctl and device segment beside its .seg; its own pub in TGS_PUB's
+     * directory when TGS_PUB is set (a container's writable pubs), else in pub/ */
+    tgs_g.opt.ctl_path[0] = tgs_g.opt.device_path[0] = '\0';
+    if (tgs_g.opt.pub_path[0]) {
+        char *slash = strrchr(tgs_g.opt.pub_path, '/');
+        size_t dir = slash ? (size_t)(slash - tgs_g.opt.pub_path) + 1 : 0;
+        h.id.job_name[sizeof(h.id.job_name) - 1] = '\0';
+        snprintf(tgs_g.opt.pub_path + dir, sizeof(tgs_g.opt.pub_path) - dir, "%s.pub",
+                 h.id.job_name);
+    }
     tgs_g.part_dev = (int)dev + 1;
     tgs_log(TGS_LOG_INFO, "device %s: the job's part %d (%s)", uuid, k, seg);
     return 0;

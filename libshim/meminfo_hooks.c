@@ -4,23 +4,30 @@
  * [0, total] and to the real free memory: never negative, never wrapped.
  * Without a quota (no segment limit, no TGS_MEM_LIMIT) the real values pass.
  * A multi-device job's process asking on another device of the job sees
- * that device's part's quota (parts.c).
+ * that device's part: its quota and usage (parts.c, nvml_job.c).
  * An oversubscribed job (oversub.c) sees total = mem_total, free = mem_total
  * - what the job holds: its budget, not the device's residency.
  */
-#include "shim.h"
+#include "nvml_shim.h"
 
-/* A multi-device job asked about another of its devices (parts.c): that
- * part's quota clamps the device's real numbers (its usage is its part's). */
+/* A multi-device job asked about another of its devices: that device's
+ * part (its quota and usage, read from its files: nvml_job.c), as NVML shows it. */
 static void present_other(CUdevice dev, uint64_t *freep, uint64_t *totalp)
 {
-    uint64_t q;
-    if (!tgs_part_quota(dev, &q) || q == TGS_QUOTA_UNLIMITED)
+    char uuid[64];
+    struct tgs_nvml_job j;
+    unsigned int n;
+    if (tgs_cuda_uuid(dev, uuid, sizeof(uuid)) != 0 ||
+        !tgs_nvml_part(uuid, &j, NULL, NULL, 0, &n))
         return;
-    if (q < *totalp)
-        *totalp = q;
-    if (*freep > *totalp)
-        *freep = *totalp;
+    tgs_part_warn(dev);
+    if (!j.has_quota)
+        return;
+    uint64_t total = j.mem_quota < *totalp ? j.mem_quota : *totalp;
+    uint64_t fr = j.mem_used >= total ? 0 : total - j.mem_used;
+    *totalp = total;
+    if (fr < *freep)
+        *freep = fr;
 }
 
 static void present(uint64_t *freep, uint64_t *totalp)

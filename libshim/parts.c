@@ -134,19 +134,17 @@ int tgs_pick_part(void)
     return 0;
 }
 
-int tgs_part_quota(CUdevice dev, uint64_t *quota)
+int tgs_part_by_uuid(const char *uuid, char *seg, size_t cap, struct tgs_ctl_header *h)
 {
-    char uuid[64], seg[4096];
-    struct tgs_ctl_header h;
-    if (!tgs_g.opt.parts[0] || tgs_cuda_uuid(dev, uuid, sizeof(uuid)) != 0 ||
-        find_part(uuid, seg, sizeof(seg), &h) < 0)
-        return 0;
-    *quota = h.mem_quota;
+    return tgs_g.opt.parts[0] ? find_part(uuid, seg, cap, h) : -1;
+}
+
+void tgs_part_warn(CUdevice dev)
+{
     if (!__atomic_exchange_n(&tgs_g.part_warned, 1, __ATOMIC_RELAXED))
         tgs_log(TGS_LOG_WARN, "this process works on the job's device %d too, its part is "
                 "device %d's: its allocations on every device are charged to that part "
                 "(docs/usage.md)", (int)dev, tgs_g.part_dev - 1);
-    return 1;
 }
 
 int tgs_other_device(CUdevice *dev)

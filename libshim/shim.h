@@ -327,8 +327,9 @@ static inline struct tgs_slot *tgs_slot_at(struct tgs_seg_header *h, uint32_t i)
 int tgs_pick_part(void);        /* 0 chosen (segment_path set), 1 not yet (no context), -1 none */
 int tgs_cuda_uuid(CUdevice dev, char *out, size_t cap);   /* "GPU-..." of a CUDA device */
 int tgs_current_device(CUdevice *dev);                    /* 0 when a context is current */
-int tgs_part_quota(CUdevice dev, uint64_t *quota);   /* 1: dev has a part, its quota (warns once) */
+void tgs_part_warn(CUdevice dev);      /* once: this process works on another part's device */
 int tgs_other_device(CUdevice *dev);   /* 1: attached to a part, current device is another */
+int tgs_part_by_uuid(const char *uuid, char *seg, size_t cap, struct tgs_ctl_header *h);
 
 /* ledger.c */
 int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */

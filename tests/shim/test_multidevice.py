@@ -4,7 +4,9 @@ ordinal), gets that part's quota, and is gated by that device's production jobs 
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,3 +162,58 @@ def test_production_on_device_1_gates_only_device_1(probe_bin: Path, tmp_path: P
             p.close()
         for d in devs:
             d.close()
+
+
+def hold(exe: Path, env: dict[str, str], dev: int, nbytes: int) -> subprocess.Popen[str]:
+    """The probe on ordinal dev holding nbytes until its stdin closes."""
+    p = subprocess.Popen([str(exe), f"dev:{dev}", f"alloc:{nbytes}", "ready"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    lines = [p.stdout.readline().strip() for _ in range(3)]
+    if lines != ["dev 0", "alloc 0", "ready"]:
+        finish(p)
+        pytest.fail(f"probe could not hold {nbytes} bytes on {dev}: {lines}")
+    return p
+
+
+NVML_QUERY = """
+import json, warnings
+warnings.simplefilter("ignore")
+import pynvml as nv
+nv.nvmlInit()
+out = []
+for i in range(nv.nvmlDeviceGetCount()):
+    h = nv.nvmlDeviceGetHandleByIndex(i)
+    m = nv.nvmlDeviceGetMemoryInfo(h)
+    out.append({"uuid": nv.nvmlDeviceGetUUID(h), "mem": [m.total, m.free, m.used],
+                "procs": sorted([p.pid, p.usedGpuMemory]
+                                for p in nv.nvmlDeviceGetComputeRunningProcesses(h))})
+print("OUT " + json.dumps(out))
+"""
+
+
+def test_nvml_and_cuMemGetInfo_show_each_device_with_its_part(probe_bin: Path,
+                                                              mjob: MultiJob) -> None:
+    """Processes on both devices: NVML (a client that never calls CUDA) shows each GPU with its
+    part's quota, usage and processes, as cuMemGetInfo shows it from either device."""
+    pytest.importorskip("pynvml")
+    mjob.parts[1].set_quota(3 * MIB)
+    a = hold(probe_bin, mjob.env, 0, MIB)
+    b = hold(probe_bin, mjob.env, 1, 2 * MIB)
+    try:
+        res = subprocess.run([sys.executable, "-c", NVML_QUERY], env=mjob.env, text=True,
+                             capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert res.returncode == 0, res.stderr
+        devs = json.loads(next(ln for ln in res.stdout.splitlines()
+                               if ln.startswith("OUT "))[4:])
+        assert [d["uuid"] for d in devs] == mjob.uuids
+        assert devs[0]["mem"] == [QUOTA, QUOTA - MIB, MIB]
+        assert devs[1]["mem"] == [3 * MIB, MIB, 2 * MIB]
+        assert devs[0]["procs"] == [[a.pid, MIB]] and devs[1]["procs"] == [[b.pid, 2 * MIB]]
+        # cuMemGetInfo agrees, asked on device 1 by a process whose part is device 0's
+        out, _ = probe(probe_bin, mjob.env, "dev:0", "meminfo", "dev:1", "meminfo")
+        assert out[1][1:3] == [str(QUOTA - MIB), str(QUOTA)]
+        assert out[3][1:3] == [str(MIB), str(3 * MIB)]
+    finally:
+        finish(a)
+        finish(b)

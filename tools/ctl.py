@@ -43,7 +43,8 @@ def _jobs(ctx: click.Context, procs: bool) -> list[dict[str, Any]]:
     jobs = _call(ctx, lambda c: c.list())
     if procs:
         for j in jobs:
-            j["process_list"] = job_processes(j.get("segment"))
+            parts = j.get("devices") or [{"segment": j.get("segment")}]   # one per GPU
+            j["process_list"] = [p for d in parts for p in job_processes(d.get("segment"))]
     return jobs
 
 

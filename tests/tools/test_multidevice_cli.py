@@ -70,6 +70,10 @@ def test_tgs_run_over_two_devices_charges_each_part(ctl2: Ctl, probes: list[Prob
     ls = ctl2.json("tgsctl", "ls", "--json")
     mr = next(j for j in (ls if isinstance(ls, list) else ls["jobs"]) if j["name"] == "mr")
     assert mr["mem_used"] == 4 * MIB and mr["processes"] == 1
+    text = ctl2.run("tgsctl", "ls").stdout                # the text view: both GPUs, and
+    row = next(ln.split() for ln in text.splitlines() if ln.startswith("mr "))
+    assert row[3] == "0,1"                                  # the process found in part 1
+    assert any(ln.strip().startswith("mr: pid") for ln in text.splitlines()), text
     # the command ran with the job's devices, by UUID, in the job's order
     kids = Path(f"/proc/{p.proc.pid}/task/{p.proc.pid}/children").read_text().split()
     env_line = Path(f"/proc/{kids[0]}/environ").read_bytes().split(b"\0")

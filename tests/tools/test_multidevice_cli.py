@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -91,3 +92,24 @@ def test_bad_device_lists_exit_2(ctl2: Ctl, devices: str) -> None:
     r = ctl2.run("tgs-run", "--name", "bad2", "--device", devices, "--", "true")
     assert r.returncode in (2, 125), r.stderr      # tgs-run's own failures exit 125
     assert "bad2" not in ctl2.jobs()
+
+
+def test_tgs_inject_plans_every_part(ctl2: Ctl) -> None:
+    """`tgs-inject run --device 0,1 --print`: every part's files mounted, TGS_PARTS and
+    CUDA_VISIBLE_DEVICES (the simulator's UUIDs) in the container's environment."""
+    r = ctl2.run("tgs-inject", "run", "--name", "ij", "--device", "0,1", "--sim", "--print",
+                 "--", "podman", "run", "img", "true")
+    assert r.returncode == 0, r.stderr
+    words = shlex.split(r.stdout)
+    envs = dict(w.split("=", 1) for w in (words[i + 1] for i, w in enumerate(words)
+                                          if w == "-e"))
+    assert envs["TGS_PARTS"] == "/run/tgs/seg/ij@0.seg;/run/tgs/seg/ij@1.seg"
+    assert envs["CUDA_VISIBLE_DEVICES"].split(",") == sim_uuids(ctl2)
+    assert "TGS_CTL" not in envs and "TGS_DEVICE_SEG" not in envs
+    vols = [words[i + 1] for i, w in enumerate(words) if w == "-v"]
+    for leaf in ("ij@0.ctl", "ij@1.ctl", "device-0.seg", "device-1.seg"):
+        assert any(v.endswith(f"/run/tgs/seg/{leaf}:ro") for v in vols), (leaf, vols)
+    for k in range(2):
+        assert any(v.endswith(f"/run/tgs/own/ij@{k}.pub:rw") for v in vols), vols
+        assert any(v.endswith(f"/run/tgs/seg/ij@{k}.seg:rw") for v in vols), vols
+    ctl2.run("tgsctl", "rm", "ij")

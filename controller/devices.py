@@ -114,21 +114,27 @@ def _sim_uuid(seed: int, index: int) -> str:
     return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def ensure_sim_state() -> None:
+    """Create the simulator's state file (a cuInit in a child, as the injection does for its
+    bind mount) when it does not exist: its seed gives the simulated GPUs' CUDA UUIDs."""
+    if simstate.state_path().exists():
+        return
+    from tgs.tools.injection import InjectError, sim_state_file
+    try:
+        sim_state_file()
+    except InjectError as exc:
+        log.warning("no simulator state file (%s): multi-device jobs' parts get the "
+                    "simulated GPUs' aliases (GPU-sim-<n>), which CUDA does not know", exc)
+
+
 def cuda_uuid(dev: Device) -> str:
     """The UUID the CUDA driver reports for `dev` (cuDeviceGetUuid), which is what a shim
     matches a multi-device job's part by.  An NVML device's own UUID; for a simulated GPU
-    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed (the file is
-    created when missing), or the alias when that fails."""
+    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed (the
+    controller makes sure the file exists: ensure_sim_state), or the alias without one."""
     if dev.kind != "sim":
         return dev.uuid
     try:
-        if not simstate.state_path().exists():   # made by a cuInit in a child, as for mounts
-            from tgs.tools.injection import InjectError, sim_state_file
-            try:
-                sim_state_file()
-            except InjectError as exc:
-                log.warning("no simulator state file (%s): %s keeps its alias", exc, dev.uuid)
-                return dev.uuid
         with open(simstate.state_path(), "rb") as f:
             head = f.read(ctypes.sizeof(simstate.SimHeader))
         hdr = simstate.SimHeader.from_buffer_copy(head)

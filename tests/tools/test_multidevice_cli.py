@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,12 +20,11 @@ MIB = 1 << 20
 
 @pytest.fixture
 def ctl2(tmp_path: Path, sim_env: dict[str, str]) -> Iterator[Ctl]:
-    """A controller over two simulated GPUs whose state file exists (the parts' UUIDs are the
-    simulator's, read from it)."""
+    """A controller over two simulated GPUs; it creates the simulator's state file (the
+    parts' UUIDs are the simulator's, from its seed)."""
     env = {k: v for k, v in sim_env.items() if k != "CUDA_VISIBLE_DEVICES"}
     env["TGS_SIM_DEVICES"] = "2"
-    subprocess.run([sys.executable, "-c", "import ctypes; "
-                    "assert ctypes.CDLL('libcuda.so.1').cuInit(0) == 0"], env=env, check=True)
+    assert not simstate.state_path(env).exists()
     yield from start_ctl(tmp_path, env)
 
 

@@ -130,10 +130,11 @@ def ensure_sim_state() -> None:
 def cuda_uuid(dev: Device) -> str:
     """The UUID the CUDA driver reports for `dev` (cuDeviceGetUuid), which is what a shim
     matches a multi-device job's part by.  An NVML device's own UUID; for a simulated GPU
-    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed (the
-    controller makes sure the file exists: ensure_sim_state), or the alias without one."""
+    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed (the file is
+    created when missing: only a multi-device job's parts ask), or the alias without one."""
     if dev.kind != "sim":
         return dev.uuid
+    ensure_sim_state()
     try:
         with open(simstate.state_path(), "rb") as f:
             head = f.read(ctypes.sizeof(simstate.SimHeader))

@@ -15,7 +15,7 @@ import zmq
 
 from . import paths
 from .auth import CurveGuard, KeyFileError
-from .devices import DeviceError, discover, ensure_sim_state
+from .devices import DeviceError, discover
 from .loop import ControlLoop
 from .policy import POLICIES, make_policy
 from .registry import Registry
@@ -86,8 +86,6 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
         devices = discover(force_sim=sim)
     except DeviceError as exc:
         raise click.ClickException(str(exc)) from exc
-    if devices[0].kind == "sim":
-        ensure_sim_state()       # a multi-device job's parts carry the simulator's own UUIDs
     # imported late: intercept parses segment.h, which a --help run does not need
     from tgs.intercept.locate import find_shim
 

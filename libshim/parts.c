@@ -103,7 +103,8 @@ static int find_part(const char *uuid, char *seg, size_t cap, struct tgs_ctl_hea
 int tgs_pick_part(void)
 {
     CUdevice dev;
-    if (!tgs_g.real.cuCtxGetDevice || !(tgs_g.real.cuDeviceGetUuid_v2 || tgs_g.real.cuDeviceGetUuid)) {
+    if (!tgs_g.real.cuCtxGetDevice ||
+        !(tgs_g.real.cuDeviceGetUuid_v2 || tgs_g.real.cuDeviceGetUuid)) {
         tgs_log(TGS_LOG_ERROR, "TGS_PARTS: the driver has no cuCtxGetDevice/cuDeviceGetUuid; "
                 "running without the job's limits");
         return -1;

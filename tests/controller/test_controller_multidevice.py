@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from ctl_helpers import DEVICES, GIB, FakeFactory, make_handler
 from tgs.controller import protocol as P
+from tgs.controller.devices import cuda_uuid
 from tgs.controller.records import RecordError, check_record
 from tgs.controller.registry import Registry
 from tgs.controller.server import Handler
@@ -19,6 +20,14 @@ from tgs.controller.state import StateStore
 
 def ask(h: Handler, **req: Any) -> dict:
     return json.loads(h.handle([b"peer", json.dumps({"v": 1, "id": "x", **req}).encode()])[-1])
+
+
+@pytest.fixture(autouse=True)
+def sim_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's state file of this test (made by the registry when a multi-device job
+    needs the simulated GPUs' CUDA UUIDs), never the default one."""
+    monkeypatch.setenv("TGS_SIM_STATE", str(tmp_path / "sim-state"))
+    monkeypatch.setenv("TGS_SIM_DEVICES", "2")
 
 
 def test_register_over_two_devices_makes_one_part_per_device(tmp_path: Path) -> None:
@@ -37,7 +46,11 @@ def test_register_over_two_devices_makes_one_part_per_device(tmp_path: Path) -> 
     assert fac.files == {str(segs / "train@0.seg"), str(segs / "train@1.seg")}
     env = out["env"]
     assert env["TGS_PARTS"] == f"{segs / 'train@0.seg'};{segs / 'train@1.seg'}"
-    assert env["CUDA_VISIBLE_DEVICES"].split(",") == ["GPU-sim-1", "GPU-sim-0"]
+    # the UUIDs CUDA reports (the simulator's, from the state file the registry made)
+    cuda = [cuda_uuid(DEVICES[1]), cuda_uuid(DEVICES[0])]
+    assert env["CUDA_VISIBLE_DEVICES"].split(",") == cuda
+    assert cuda[0].startswith("GPU-") and cuda[0] not in ("GPU-sim-0", "GPU-sim-1")
+    assert [d["cuda_uuid"] for d in job["devices"]] == cuda
     # the quota is per device: each part carries the job's whole quota, priority, weight
     parts = h.registry.jobs["train"].parts
     assert [(p.rec.mem_quota, p.rec.priority, p.rec.device_index) for p in parts] == \

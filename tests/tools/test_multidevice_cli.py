@@ -53,10 +53,10 @@ def test_tgsctl_add_over_two_devices(ctl2: Ctl, tmp_path: Path) -> None:
 
 
 def test_tgs_run_over_two_devices_charges_each_part(ctl2: Ctl, probes: list[Probe]) -> None:
-    uuids = sim_uuids(ctl2)
     env = dict(ctl2.env, MEMPROBE_DEVICE="1")
     p = Probe(probe_cmd("--name", "mr", "--device", "0,1", "--mem", "8MiB"), env)
     probes.append(p)
+    uuids = sim_uuids(ctl2)                   # the state file the registration made
     assert p.info()[1] == 8 * MIB                          # device 1's part: the quota
     assert p.ask(f"alloc {4 * MIB}") == "alloc 0"
     jobs = ctl2.jobs()

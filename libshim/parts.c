@@ -148,7 +148,7 @@ int tgs_part_by_uuid(const char *uuid, char *seg, size_t cap, struct tgs_ctl_hea
 void tgs_part_warn(CUdevice dev)
 {
     if (!__atomic_exchange_n(&tgs_g.part_warned, 1, __ATOMIC_RELAXED))
-        tgs_log(TGS_LOG_WARN, "this process works on the job's device %d too, its part is "
+        tgs_log(TGS_LOG_WARN, "this process works on device %d too, its part of the job is "
                 "device %d's: its allocations on every device are charged to that part "
                 "(docs/usage.md)", (int)dev, tgs_g.part_dev - 1);
 }

@@ -104,9 +104,22 @@ def test_cuMemGetInfo_on_another_device_of_the_job(probe_bin: Path, mjob: MultiJ
     assert out[2] == ["meminfo", str(QUOTA - MIB), str(QUOTA), "0"]
     assert out[3] == ["dev", "0"]
     assert out[4] == out[5] == ["meminfo", str(2 * MIB), str(2 * MIB), "0"]
-    warn = [ln for ln in tgs_lines(err) if "works on the job's device 1 too" in ln]
+    warn = [ln for ln in tgs_lines(err) if "works on device 1 too" in ln]
     assert len(warn) == 1, err
     assert mjob.parts[0].ledger()[2] == MIB and mjob.parts[1].ledger()[2] == 0   # peaks
+
+
+def test_allocations_on_a_second_device_stay_with_the_first_part(probe_bin: Path,
+                                                                  mjob: MultiJob) -> None:
+    """A process that moves to the job's other GPU (single-process multi-GPU): its
+    allocations there are charged to the part it attached to, said once on stderr."""
+    out, err = probe(probe_bin, mjob.env, "dev:0", "alloc:1048576", "dev:1", "alloc:1048576",
+                     "alloc:1048576")
+    assert [ln[:2] for ln in out] == [["dev", "0"], ["alloc", "0"], ["dev", "0"],
+                                      ["alloc", "0"], ["alloc", "0"]]
+    warn = [ln for ln in tgs_lines(err) if "works on device 1 too" in ln]
+    assert len(warn) == 1, err
+    assert mjob.parts[0].ledger()[2] == 3 * MIB and mjob.parts[1].ledger()[2] == 0
 
 
 def test_visible_devices_remap_by_uuid(probe_bin: Path, mjob: MultiJob) -> None:

@@ -121,15 +121,21 @@ class Client:
 
     # ------------------------------------------------------------ verbs
     def register(self, name: str, priority: str = "opportunistic", weight: int = 1,
-                 mem_quota: int | None = None, device: int | str = 0,
+                 mem_quota: int | None = None,
+                 device: int | str | tuple[int | str, ...] | list[int | str] = 0,
                  ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS,
                  lease_uid: int | None = None, mem_total: int = 0) -> dict[str, Any]:
+        """Register a job; `device` is one device, or a sequence of them (protocol 1.2
+        `devices`: a job over several GPUs)."""
         extra: dict[str, Any] = {} if lease_uid is None else {"lease_uid": lease_uid}
         if mem_total:
             extra["mem_total"] = mem_total
+        if isinstance(device, (tuple, list)):
+            extra["devices"] = list(device)
+        else:
+            extra["device"] = device
         return self.call("register", name=name, priority=priority, weight=weight,
-                         mem_quota=mem_quota, device=device, ephemeral=ephemeral, nslots=nslots,
-                         **extra)
+                         mem_quota=mem_quota, ephemeral=ephemeral, nslots=nslots, **extra)
 
     def unregister(self, name: str, when_idle: bool = False) -> dict[str, Any]:
         """Remove a job; with when_idle, only if nobody holds its lease and none of its

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,62 @@ def sim_devices() -> list[Device]:
         log.debug("simulator state not readable (%s): using its environment", exc)
     n, mem = simstate.env_devices()
     return [Device(i, f"GPU-sim-{i}", "TGS simulated GPU", mem, "sim") for i in range(n)]
+
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_M64 = (1 << 64) - 1
+
+
+def _sim_uuid(seed: int, index: int) -> str:
+    """The simulated driver's UUID of device `index` (sim/device.c, cuDeviceGetUuid_v2):
+    splitmix64 of the state file's seed, shaped as an RFC 4122 v4 UUID."""
+    x = (seed + _GOLDEN * (index + 1)) & _M64
+    raw = b""
+    for _ in range(2):
+        x = (x + _GOLDEN) & _M64
+        z = x
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        z ^= z >> 31
+        raw += z.to_bytes(8, "little")
+    b = bytearray(raw)
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def ensure_sim_state() -> None:
+    """Create the simulator's state file (a cuInit in a child, as the injection does for its
+    bind mount) when it does not exist: its seed gives the simulated GPUs' CUDA UUIDs."""
+    if simstate.state_path().exists():
+        return
+    from tgs.tools.injection import InjectError, sim_state_file
+    try:
+        sim_state_file()
+    except InjectError as exc:
+        log.warning("no simulator state file (%s): multi-device jobs' parts get the "
+                    "simulated GPUs' aliases (GPU-sim-<n>), which CUDA does not know", exc)
+
+
+def cuda_uuid(dev: Device) -> str:
+    """The UUID the CUDA driver reports for `dev` (cuDeviceGetUuid), which is what a shim
+    matches a multi-device job's part by.  An NVML device's own UUID; for a simulated GPU
+    ("GPU-sim-<n>", an alias) the simulator's UUID from its state file's seed (the file is
+    created when missing: only a multi-device job's parts ask), or the alias without one."""
+    if dev.kind != "sim":
+        return dev.uuid
+    ensure_sim_state()
+    try:
+        with open(simstate.state_path(), "rb") as f:
+            head = f.read(ctypes.sizeof(simstate.SimHeader))
+        hdr = simstate.SimHeader.from_buffer_copy(head)
+        if hdr.magic != simstate.SIM_STATE_MAGIC or dev.index >= hdr.ndevices:
+            return dev.uuid
+        return _sim_uuid(int(hdr.uuid_seed), dev.index)
+    except (OSError, ValueError) as exc:
+        log.debug("simulator state not readable (%s): %s keeps its alias", exc, dev.uuid)
+        return dev.uuid
 
 
 def discover(force_sim: bool = False) -> list[Device]:

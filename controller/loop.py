@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tgs.intercept import segment as iseg
 from tgs.intercept.devseg import DeviceSegment, DevJob
 
+from .parts import Part, sum_stats
 from .placement import PlacementTracker
 from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
 from .registry import Job, Registry
@@ -101,8 +102,9 @@ class ControlLoop:
     # ------------------------------------------------------------ server hooks
     def on_change(self) -> None:
         """A job was added/changed/removed: rewrite every control next step."""
+        names = {u.rec.name for u in self.registry.units()}
         for name in list(self.tracks):
-            if name not in self.registry.jobs:
+            if name not in names:
                 del self.tracks[name]
                 self.policy.forget(name)
         for t in self.tracks.values():
@@ -125,7 +127,8 @@ class ControlLoop:
         t0, c0 = time.perf_counter(), time.process_time()
         dt = self.period if self.last is None else max(1e-3, now - self.last)
         self.last = now
-        jobs = [j for j in self.registry.jobs.values() if isinstance(j.seg, JobSeg)]
+        # a multi-device job is controlled per part (registry.Part: a job of its own per device)
+        jobs = [j for j in self.registry.units() if isinstance(j.seg, JobSeg)]
         samples: dict[str, list[SlotSample]] = {}
         signals: list[JobSignals] = []
         for job in jobs:
@@ -146,6 +149,9 @@ class ControlLoop:
                 self._apply(job, samples[job.rec.name], sig, dec)
             job.seg.ctl.heartbeat()
             metrics.append(self._stats(job, sig, samples[job.rec.name], dec))
+        for whole in self.registry.jobs.values():
+            if whole.parts:
+                whole.stats = sum_stats([p.stats for p in whole.parts])
         self._publish_devices()
         self._lifecycle(jobs, signals)
         self.steps += 1
@@ -156,7 +162,7 @@ class ControlLoop:
             self.overruns += 1
         return metrics
 
-    def _read(self, job: Job, dt: float) -> list[SlotSample]:
+    def _read(self, job: Job | Part, dt: float) -> list[SlotSample]:
         seg = job.seg
         assert isinstance(seg, JobSeg)
         try:
@@ -172,7 +178,7 @@ class ControlLoop:
                      "next process attaches", job.rec.name)
         return live
 
-    def _totals(self, job: Job, retired: tuple[int, int, int, int], live: list[SlotSample],
+    def _totals(self, job: Job | Part, retired: tuple[int, int, int, int], live: list[SlotSample],
                 dt: float) -> None:
         """Job totals: reclaimed slots' counters plus the live lanes.  A slot reclaimed between
         the two reads makes the sum look briefly low: keep the high-water mark.  The tenant
@@ -192,7 +198,7 @@ class ControlLoop:
         tr.blocks_total = grow(tr.blocks_total, retired[3] + sum(s.blocks for s in live),
                                MAX_WORK_RATE)
 
-    def _signals(self, job: Job, live: list[SlotSample], dt: float) -> JobSignals:
+    def _signals(self, job: Job | Part, live: list[SlotSample], dt: float) -> JobSignals:
         tr = self.tracks.setdefault(job.rec.name, _Track())
         work = launches = thr = blocks = 0
         prev, nxt = tr.prev, {}
@@ -228,7 +234,7 @@ class ControlLoop:
         that excess as its busy_bias in the device table, so it cannot hold others off."""
         out = {idx: DeviceSignals(idx) for idx in self.dev_segs}
         by_name = {s.name: s for s in signals}
-        for job in self.registry.jobs.values():
+        for job in self.registry.units():
             d = out.get(job.rec.device_index)
             if d is None or job.rec.priority != PRODUCTION or not isinstance(job.seg, JobSeg):
                 continue
@@ -257,7 +263,7 @@ class ControlLoop:
         """The device tables (controller-owned, read-only for tenants): the jobs on each device,
         with their gap masks and busy biases; rewritten only when something changed."""
         tables: dict[int, list[DevJob]] = {idx: [] for idx in self.dev_segs}
-        for job in self.registry.jobs.values():
+        for job in self.registry.units():
             seg = job.seg
             if not isinstance(seg, JobSeg) or job.rec.device_index not in tables:
                 continue
@@ -271,7 +277,8 @@ class ControlLoop:
             except Exception:
                 log.exception("device %d: cannot write its device segment", idx)
 
-    def _apply(self, job: Job, live: list[SlotSample], sig: JobSignals, dec: Decision) -> None:
+    def _apply(self, job: Job | Part, live: list[SlotSample], sig: JobSignals,
+               dec: Decision) -> None:
         seg = job.seg
         assert isinstance(seg, JobSeg)
         tr = self.tracks[job.rec.name]
@@ -304,7 +311,7 @@ class ControlLoop:
                 else:
                     tr.masks.pop(s.slot, None)
 
-    def _stats(self, job: Job, sig: JobSignals, live: list[SlotSample],
+    def _stats(self, job: Job | Part, sig: JobSignals, live: list[SlotSample],
                dec: Decision | None) -> MetricsEntry:
         seg = job.seg
         tr = self.tracks.get(job.rec.name)
@@ -329,31 +336,42 @@ class ControlLoop:
         return MetricsEntry(job.rec.name, job.rec.priority, job.rec.device_index,
                             job.rec.state, st)
 
-    def _lifecycle(self, jobs: list[Job], signals: list[JobSignals]) -> None:
-        """running while a process lives; done when the last one left (ephemeral: removed)."""
+    def _lifecycle(self, units: list[Job | Part], signals: list[JobSignals]) -> None:
+        """running while a process lives; done when the last one left (ephemeral: removed).
+        A multi-device job lives while any of its parts has a live process."""
         changed = False
-        for job, sig in zip(jobs, signals):
+        nproc: dict[str, int] = {}
+        for unit, sig in zip(units, signals):
+            owner = unit.owner if isinstance(unit, Part) else unit.rec.name
+            nproc[owner] = nproc.get(owner, 0) + sig.nproc
+        for name, n in nproc.items():
+            job = self.registry.jobs.get(name)
+            if job is None:
+                continue
             if job.lease is not None:            # tgs-run's job: its process tree (lease.py)
-                if not job.lease.expired(sig.nproc > 0):
+                if not job.lease.expired(n > 0):
                     if job.lease.used:
                         changed |= self.registry.set_state(job, "running", save=False)
                     continue
                 log.info("job %s: lease released, no live process: removing it", job.rec.name)
-                self.registry.remove_done(job)
-                self.tracks.pop(job.rec.name, None)
-                self.policy.forget(job.rec.name)
-            elif sig.nproc > 0:
+                self._forget(job)
+            elif n > 0:
                 changed |= self.registry.set_state(job, "running", save=False)
             elif job.rec.state == "running":
                 if job.rec.ephemeral:
                     log.info("ephemeral job %s finished: removing it", job.rec.name)
-                    self.registry.remove_done(job)
-                    self.tracks.pop(job.rec.name, None)
-                    self.policy.forget(job.rec.name)
+                    self._forget(job)
                 else:
                     changed |= self.registry.set_state(job, "done", save=False)
         if changed:
             self.registry.save_quietly()
+
+    def _forget(self, job: Job) -> None:
+        units = job.units()
+        self.registry.remove_done(job)
+        for unit in units:
+            self.tracks.pop(unit.rec.name, None)
+            self.policy.forget(unit.rec.name)
 
     def idle(self, name: str) -> bool:
         """No lease holder and no live process (a fresh read): unregister when_idle."""
@@ -362,11 +380,14 @@ class ControlLoop:
             return True
         if job.lease is not None and job.lease.held():
             return False
-        if not isinstance(job.seg, JobSeg):
-            return True
-        try:
-            live, _ = job.seg.scan(self.steps)
-        except Exception as exc:            # unknown: keep the job (the loop decides later)
-            log.error("job %s: cannot read its segment: %s", job.rec.name, exc)
-            return False
-        return not live
+        for unit in job.units():
+            if not isinstance(unit.seg, JobSeg):
+                continue
+            try:
+                live, _ = unit.seg.scan(self.steps)
+            except Exception as exc:        # unknown: keep the job (the loop decides later)
+                log.error("job %s: cannot read its segment: %s", unit.rec.name, exc)
+                return False
+            if live:
+                return False
+        return True

@@ -102,8 +102,9 @@ class MetricsTap:
             self.sampler.sample(now)
             self._last_gpu = now
         uuids = {d.index: d.uuid for d in self.registry.devices}
+        per_dev = [u for j in jobs for u in j["devices"]]      # a part per device
         gpus = [(s, uuids.get(s.index, "?"),
-                 sum(j.get("mem_used", 0) or 0 for j in jobs if j["device"] == s.index))
+                 sum(u.get("mem_used", 0) or 0 for u in per_dev if u["device"] == s.index))
                 for s in self.sampler.last]
         totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches, v.blocks)
                   for k, v in self.totals.items()}

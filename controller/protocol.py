@@ -19,7 +19,8 @@ from tgs.intercept.control import MAX_SLOTS, NAME_MAX, UUID_MAX
 from .replies import Reply  # the reply objects (typed, one per docs/protocol.md table)
 
 PROTOCOL_VERSION = 1           # "v" of every message: the major version
-PROTOCOL_MINOR = 1             # 1.1: deadline_ms, expired, lease_uid, when_idle (docs/protocol.md)
+PROTOCOL_MINOR = 2             # 1.1: deadline_ms, expired, lease_uid, when_idle; 1.2: devices
+MAX_DEVICES = 16               # devices of one job (register "devices")
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
 MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
 MAX_ID_LEN = 64
@@ -74,6 +75,7 @@ class Register:
     lease_uid: int | None = None          # give the job a lease file this uid may open
     mem_total: int = 0                    # oversubscription: bytes held in all; 0 = off
     deadline_ms: int | None = None
+    devices: tuple[int | str, ...] | None = None   # 1.2: several devices (indices or UUIDs)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,27 @@ class _Fields:
             raise self._bad(f"field {key!r}: device index out of range")
         return val
 
+    def devices(self, key: str) -> tuple[int | str, ...]:
+        """A non-empty list of distinct device references (indices or UUIDs)."""
+        val = self.raw(key)
+        if not isinstance(val, list) or not val:
+            raise self._bad(f"field {key!r} must be a non-empty list of device indices or UUIDs")
+        if len(val) > MAX_DEVICES:
+            raise self._bad(f"field {key!r}: at most {MAX_DEVICES} devices")
+        out: list[int | str] = []
+        for i, item in enumerate(val):
+            if isinstance(item, str):
+                if not UUID_RE.match(item):
+                    raise self._bad(f"field {key!r}[{i}]: not a device UUID")
+            elif isinstance(item, bool) or not isinstance(item, int):
+                raise self._bad(f"field {key!r}[{i}] must be a device index or UUID")
+            elif not 0 <= item < 64:
+                raise self._bad(f"field {key!r}[{i}]: device index out of range")
+            if item in out:
+                raise self._bad(f"field {key!r}: device {item!r} is listed twice")
+            out.append(item)
+        return tuple(out)
+
     def done(self) -> None:
         extra = sorted(set(self.obj) - self.seen)
         if extra:
@@ -235,6 +258,9 @@ def _parse_register(f: _Fields) -> Register:
     ephemeral = f.boolean("ephemeral") if f.has("ephemeral") else d.ephemeral
     if lease_uid is not None and not ephemeral:
         raise ProtocolError(E_BAD_REQUEST, "a job with a lease must be ephemeral", f.req_id)
+    if f.has("device") and f.has("devices"):
+        raise ProtocolError(E_BAD_REQUEST, "give 'device' or 'devices', not both", f.req_id)
+    devices = f.devices("devices") if f.has("devices") else None
     return Register(
         id=f.req_id,
         name=d.name,
@@ -247,6 +273,7 @@ def _parse_register(f: _Fields) -> Register:
         lease_uid=lease_uid,
         mem_total=f.integer("mem_total", 0, MAX_QUOTA) if f.has("mem_total") else 0,
         deadline_ms=_deadline(f),
+        devices=devices,
     )
 
 
@@ -327,8 +354,11 @@ def request_to_dict(req: Request) -> dict[str, Any]:
         out["deadline_ms"] = req.deadline_ms
     if isinstance(req, Register):
         out.update(name=req.name, priority=req.priority, weight=req.weight,
-                   mem_quota=req.mem_quota, device=req.device, ephemeral=req.ephemeral,
-                   nslots=req.nslots)
+                   mem_quota=req.mem_quota, ephemeral=req.ephemeral, nslots=req.nslots)
+        if req.devices is not None:
+            out["devices"] = list(req.devices)
+        else:
+            out["device"] = req.device
         if req.lease_uid is not None:
             out["lease_uid"] = req.lease_uid
         if req.mem_total:

@@ -83,6 +83,20 @@ def _time(v: Any) -> float:
     return float(v)
 
 
+def _devices(v: Any) -> list[str]:
+    """A multi-device job's UUIDs: empty (single device) or 2..MAX_DEVICES distinct UUIDs."""
+    if not isinstance(v, list):
+        raise RecordError(f"must be a list of device UUIDs, got {_show(v)}")
+    if v and not 2 <= len(v) <= P.MAX_DEVICES:
+        raise RecordError(f"must list 2 to {P.MAX_DEVICES} devices, got {len(v)}")
+    for u in v:
+        if not isinstance(u, str) or not P.UUID_RE.match(u):
+            raise RecordError(f"must be a list of device UUIDs, got {_show(u)}")
+    if len(set(v)) != len(v):
+        raise RecordError("lists a device twice")
+    return list(v)
+
+
 # one check per JobRecord field (a test asserts the two lists agree)
 FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": _match(P.NAME_RE, "a job name"),
@@ -98,6 +112,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "state": _choice(STATES),
     "lease": _lease,
     "mem_total": _int(0, P.MAX_QUOTA),
+    "devices": _devices,
 }
 
 
@@ -147,18 +162,36 @@ def check_record(obj: Any, seg_dir: Path, devices: list[Device]) -> JobRecord:
         except RecordError as exc:
             raise RecordError(f"field {name!r} {exc}") from None
     rec = JobRecord(**values)
-    confined(rec.segment, seg_dir, f"{rec.name}.seg")
+    if rec.devices:
+        if len(rec.name) + len(part_suffix(len(rec.devices) - 1)) > P.NAME_MAX - 1:
+            raise RecordError("the name leaves no room for the part suffix")
+        if rec.devices[0] != rec.device_uuid:
+            raise RecordError("device_uuid is not the first of devices")
+    confined(rec.segment, seg_dir, f"{part_name(rec.name, 0)}.seg" if rec.devices
+             else f"{rec.name}.seg")
     if rec.lease:
         confined(rec.lease, seg_dir, f"{rec.name}.lease")
-    dev = next((d for d in devices if d.uuid == rec.device_uuid), None)
-    if dev is None:
-        raise RecordError(f"device {rec.device_uuid} (index {rec.device_index}) is not on "
-                          "this node")
-    rec.device_index = dev.index        # the UUID is the identity: indices can be renumbered
+    devs = []
+    for uuid in rec.devices or [rec.device_uuid]:
+        dev = next((d for d in devices if d.uuid == uuid), None)
+        if dev is None:
+            raise RecordError(f"device {uuid} (index {rec.device_index}) is not on this node")
+        devs.append(dev)
+    rec.device_index = devs[0].index    # the UUID is the identity: indices can be renumbered
     if rec.priority == "production" and rec.mem_total:
         raise RecordError("a production job cannot oversubscribe memory (mem_total)")
-    if rec.priority == "production" and rec.mem_quota is not None \
-            and rec.mem_quota > dev.mem_total:
-        raise RecordError(f"memory quota {rec.mem_quota} exceeds device {dev.index}'s "
-                          f"{dev.mem_total} bytes")
+    for dev in devs:
+        if rec.priority == "production" and rec.mem_quota is not None \
+                and rec.mem_quota > dev.mem_total:
+            raise RecordError(f"memory quota {rec.mem_quota} exceeds device {dev.index}'s "
+                              f"{dev.mem_total} bytes")
     return rec
+
+
+def part_suffix(k: int) -> str:
+    """The suffix naming a multi-device job's k-th part ('@' is not in a job name)."""
+    return f"@{k}"
+
+
+def part_name(name: str, k: int) -> str:
+    return name + part_suffix(k)

@@ -10,23 +10,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import protocol as P
-from .devices import Device, find
+from .devices import Device, cuda_uuid, find
 from .lease import Lease, LeaseError
-from .records import RecordError, check_record
-from .replies import JobInfo, JobStats
+from .parts import JobSegmentHandle, Part
+from .records import RecordError, check_record, part_name, part_suffix
+from .replies import JobInfo, JobStats, PartInfo
 from .state import ControllerState, JobRecord, StateStore
 
 log = logging.getLogger(__name__)
-
-
-class JobSegmentHandle(Protocol):
-    def apply_identity(self, rec: JobRecord) -> None: ...      # quota, priority, weight
-    def close(self) -> None: ...
 
 
 class SegmentFactory(Protocol):
@@ -38,15 +34,23 @@ class SegmentFactory(Protocol):
 @dataclass
 class Job:
     rec: JobRecord
-    seg: JobSegmentHandle | None
+    seg: JobSegmentHandle | None                          # None for a multi-device job
     stats: JobStats | None = None                         # filled by the loop
     lease: Lease | None = None                            # tgs-run's jobs (lease.py)
+    parts: list[Part] = field(default_factory=list)       # a multi-device job's, in order
+
+    def units(self) -> list[Job | Part]:
+        """What the control loop controls: the job itself, or each of its parts."""
+        return list(self.parts) if self.parts else [self]
 
     def info(self) -> JobInfo:
         r = self.rec
+        devices = [p.info() for p in self.parts] if self.parts else \
+            [PartInfo(r.name, r.device_index, r.device_uuid, r.device_uuid, r.segment,
+                      self.stats)]
         return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
                        r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
-                       self.stats)
+                       devices, self.stats)
 
 
 class Registry:
@@ -75,7 +79,11 @@ class Registry:
                           self.store.path, i, ascii(name)[:70], exc)
                 rejected.append({"record": raw, "reason": str(exc)})
                 continue
-            self.jobs[rec.name] = Job(rec, self._open(rec), lease=self._reopen_lease(rec))
+            if rec.devices:
+                self.jobs[rec.name] = Job(rec, None, lease=self._reopen_lease(rec),
+                                          parts=[self._open_part(p) for p in self._parts(rec)])
+            else:
+                self.jobs[rec.name] = Job(rec, self._open(rec), lease=self._reopen_lease(rec))
         if rejected:
             try:
                 path = self.store.save_rejected(rejected)
@@ -101,6 +109,23 @@ class Registry:
             log.error("job %s: cannot write its segment: %s", rec.name, exc)
         return seg
 
+    def _parts(self, rec: JobRecord) -> list[Part]:
+        """A multi-device job's parts (not opened): <name>@<k> bound to its k-th device, whose
+        identity carries the UUID the CUDA driver reports (devices.cuda_uuid)."""
+        out = []
+        for k, uuid in enumerate(rec.devices):
+            dev = find(self.devices, uuid)
+            assert dev is not None          # checked by register / check_record
+            name = part_name(rec.name, k)
+            prec = replace(rec, name=name, device_index=dev.index, device_uuid=cuda_uuid(dev),
+                           segment=str(self.seg_dir / f"{name}.seg"), lease="", devices=[])
+            out.append(Part(prec, None, rec.name, dev.uuid))
+        return out
+
+    def _open_part(self, part: Part) -> Part:
+        part.seg = self._open(part.rec)
+        return part
+
     def _reopen_lease(self, rec: JobRecord) -> Lease | None:
         """A recorded lease; a vanished or unusable one is replaced by a fresh file (then the
         job ends with its last live process: its holders hold the old file)."""
@@ -124,10 +149,21 @@ class Registry:
 
     def close(self) -> None:
         for job in self.jobs.values():
-            if job.seg is not None:
-                job.seg.close()
+            for unit in job.units():
+                if unit.seg is not None:
+                    unit.seg.close()
             if job.lease is not None:
                 job.lease.close()
+
+    def units(self) -> list[Job | Part]:
+        """Every job's units (itself, or its parts), in registration order."""
+        return [u for job in self.jobs.values() for u in job.units()]
+
+    def job_devices(self, rec: JobRecord) -> list[int]:
+        """The device indices of a job, in its order."""
+        if not rec.devices:
+            return [rec.device_index]
+        return [d.index for u in rec.devices if (d := find(self.devices, u)) is not None]
 
     # ------------------------------------------------------------ checks
     def _device(self, ref: int | str, req_id: str) -> Device:
@@ -145,21 +181,22 @@ class Registry:
             raise P.ProtocolError(P.E_BAD_REQUEST, "--mem-total (oversubscription) is for "
                                   "opportunistic jobs only; production memory stays on the GPU",
                                   req_id)
-        dev = find(self.devices, cand.device_index)
-        total = dev.mem_total if dev else 0
-        used = 0
-        for j in self.jobs.values():
-            r = j.rec
-            if r.name != cand.name and r.priority == "production" \
-                    and r.device_index == cand.device_index:
-                used += r.mem_quota if r.mem_quota is not None else total
-        want = cand.mem_quota if cand.mem_quota is not None else total
-        if used + want > total:
-            raise P.ProtocolError(
-                P.E_OVERCOMMIT,
-                f"production quotas on device {cand.device_index} would total {used + want} "
-                f"bytes, more than its {total} (an unlimited quota counts as the whole device)",
-                req_id)
+        for index in self.job_devices(cand):        # the quota is per device: each must fit
+            dev = find(self.devices, index)
+            total = dev.mem_total if dev else 0
+            used = 0
+            for j in self.jobs.values():
+                r = j.rec
+                if r.name != cand.name and r.priority == "production" \
+                        and index in self.job_devices(r):
+                    used += r.mem_quota if r.mem_quota is not None else total
+            want = cand.mem_quota if cand.mem_quota is not None else total
+            if used + want > total:
+                raise P.ProtocolError(
+                    P.E_OVERCOMMIT,
+                    f"production quotas on device {index} would total {used + want} bytes, "
+                    f"more than its {total} (an unlimited quota counts as the whole device)",
+                    req_id)
 
     def _get(self, name: str, req_id: str) -> Job:
         job = self.jobs.get(name)
@@ -171,14 +208,17 @@ class Registry:
     def register(self, req: P.Register) -> Job:
         if req.name in self.jobs:
             raise P.ProtocolError(P.E_EXISTS, f"a job named {req.name!r} exists", req.id)
-        dev = self._device(req.device, req.id)
+        devs = self._job_devices(req)
+        dev = devs[0]
+        multi = [d.uuid for d in devs] if len(devs) > 1 else []
+        seg_name = part_name(req.name, 0) if multi else req.name
         rec = JobRecord(
             name=req.name, priority=req.priority, weight=req.weight, mem_quota=req.mem_quota,
             device_index=dev.index, device_uuid=dev.uuid, ephemeral=req.ephemeral,
-            nslots=req.nslots, segment=str(self.seg_dir / f"{req.name}.seg"),
+            nslots=req.nslots, segment=str(self.seg_dir / f"{seg_name}.seg"),
             created=time.time(),
             lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "",
-            mem_total=req.mem_total)
+            mem_total=req.mem_total, devices=multi)
         self._check_commit(rec, req.id)
         lease = None
         if req.lease_uid is not None:
@@ -189,24 +229,63 @@ class Registry:
             except OSError as exc:
                 raise P.ProtocolError(P.E_INTERNAL, f"cannot create the lease: {exc}",
                                       req.id) from exc
+        parts = self._parts(rec)
+        made: list[Part] = []
         try:
-            seg = self.factory.create(rec)
+            if parts:
+                for part in parts:
+                    part.seg = self.factory.create(part.rec)
+                    made.append(part)
+                seg = None
+            else:
+                seg = self.factory.create(rec)
         except Exception as exc:
+            for part in made:
+                self._close_remove(part)
             if lease is not None:
                 lease.remove()
             raise P.ProtocolError(P.E_INTERNAL, f"cannot create segment: {exc}", req.id) from exc
-        job = Job(rec, seg, lease=lease)
+        job = Job(rec, seg, lease=lease, parts=parts)
         self.jobs[rec.name] = job
         try:
             self.save()
         except Exception as exc:
             del self.jobs[rec.name]
-            seg.close()
+            for unit in job.units():
+                if unit.seg is not None:
+                    unit.seg.close()
             self._remove_quietly(job)
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
-        log.info("registered %s (%s, weight %d, device %d%s)", rec.name, rec.priority,
-                 rec.weight, rec.device_index, ", leased" if lease else "")
+        log.info("registered %s (%s, weight %d, device%s %s%s)", rec.name, rec.priority,
+                 rec.weight, "s" if parts else "", ",".join(map(str, self.job_devices(rec))),
+                 ", leased" if lease else "")
         return job
+
+    def _job_devices(self, req: P.Register) -> list[Device]:
+        """The devices of a register request: distinct, on this node, and a name that leaves
+        room for the part suffix when there are several."""
+        refs = req.devices if req.devices is not None else (req.device,)
+        devs: list[Device] = []
+        for ref in refs:
+            dev = self._device(ref, req.id)
+            if dev in devs:
+                raise P.ProtocolError(P.E_BAD_REQUEST, f"device {ref!r} is listed twice "
+                                      f"(device {dev.index})", req.id)
+            devs.append(dev)
+        room = P.NAME_MAX - 1 - len(part_suffix(len(devs) - 1))
+        if len(devs) > 1 and len(req.name) > room:
+            raise P.ProtocolError(P.E_BAD_REQUEST, f"a job over {len(devs)} devices has a name "
+                                  f"of at most {room} characters (its parts are named "
+                                  f"<name>{part_suffix(len(devs) - 1)})", req.id)
+        return devs
+
+    def _close_remove(self, part: Part) -> None:
+        if part.seg is not None:
+            part.seg.close()
+        try:
+            self.factory.remove(part.rec)
+        except Exception as exc:
+            log.warning("cannot remove segment %s: %s", part.rec.segment, exc)
 
     def unregister(self, req: P.Unregister) -> None:
         job = self._get(req.name, req.id)
@@ -219,8 +298,9 @@ class Registry:
         except Exception as exc:
             self.jobs[job.rec.name] = job
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req_id) from exc
-        if job.seg is not None:
-            job.seg.close()
+        for unit in job.units():
+            if unit.seg is not None:
+                unit.seg.close()
         self._remove_quietly(job)
         log.info("unregistered %s", job.rec.name)
 
@@ -237,10 +317,11 @@ class Registry:
                 job.lease.remove()
             except OSError as exc:
                 log.warning("cannot remove lease %s: %s", job.rec.lease, exc)
-        try:
-            self.factory.remove(job.rec)
-        except Exception as exc:
-            log.warning("cannot remove segment %s: %s", job.rec.segment, exc)
+        for unit in job.units():
+            try:
+                self.factory.remove(unit.rec)
+            except Exception as exc:
+                log.warning("cannot remove segment %s: %s", unit.rec.segment, exc)
 
     def update(self, req: P.Set) -> Job:
         job = self._get(req.name, req.id)
@@ -259,11 +340,15 @@ class Registry:
         except Exception as exc:
             job.rec = old
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
-        if job.seg is not None:
-            try:
-                job.seg.apply_identity(new)
-            except Exception as exc:       # saved: the loop re-applies next period
-                log.error("job %s: cannot write its segment: %s", new.name, exc)
+        for part in job.parts:
+            part.rec = replace(part.rec, mem_quota=new.mem_quota, priority=new.priority,
+                               weight=new.weight, mem_total=new.mem_total)
+        for unit in job.units():
+            if unit.seg is not None:
+                try:
+                    unit.seg.apply_identity(unit.rec)
+                except Exception as exc:       # saved: the loop re-applies next period
+                    log.error("job %s: cannot write its segment: %s", unit.rec.name, exc)
         return job
 
     def set_state(self, job: Job, state: str, save: bool = True) -> bool:
@@ -285,6 +370,9 @@ class Registry:
     def launch_info(self, job: Job) -> dict[str, Any]:
         env = dict(self.launch_env)
         env["TGS_SEGMENT"] = job.rec.segment
+        if job.parts:      # docs/segment.md: the shim picks the part of its process's device
+            env["TGS_PARTS"] = ";".join(p.rec.segment for p in job.parts)
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(p.rec.device_uuid for p in job.parts)
         out = {"segment": job.rec.segment, "shim": env.get("LD_PRELOAD"), "env": env}
         if job.rec.lease:
             out["lease"] = job.rec.lease

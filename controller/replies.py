@@ -81,6 +81,19 @@ class JobStats(Reply):
 
 
 @dataclass(frozen=True)
+class PartInfo(Reply):
+    """One device of a multi-device job (protocol 1.2): its part and the loop's figures."""
+
+    name: str                          # <job>@<k>
+    device: int
+    device_uuid: str                   # the node's UUID of the device
+    cuda_uuid: str                     # what cuDeviceGetUuid says (a simulated GPU's differs)
+    segment: str
+    stats: JobStats | None = None
+    FLATTEN = frozenset({"stats"})
+
+
+@dataclass(frozen=True)
 class JobInfo(Reply):
     """A job object (register, set, list)."""
 
@@ -96,6 +109,7 @@ class JobInfo(Reply):
     state: str
     created: float
     mem_total: int = 0
+    devices: list[PartInfo] = field(default_factory=list)   # one per device, in order (1.2)
     stats: JobStats | None = None
     FLATTEN = frozenset({"stats"})
 
@@ -228,6 +242,7 @@ class ListReply(Reply):
 
 _FLATTENED: dict[str, dict[str, type[Reply]]] = {
     "JobInfo": {"stats": JobStats},
+    "PartInfo": {"stats": JobStats},
     "MetricsEntry": {"stats": JobStats},
     "StatusReply": {"daemon": DaemonInfo, "loop": LoopStatus},
 }

@@ -29,13 +29,16 @@ class Jobs:
         self.cfg = cfg
         self.call = call                    # call("verb", *args, **kw): one controller call
 
-    def ensure(self, name: str, gpu: Gpu, nids: int) -> tuple[dict[str, Any], bool]:
-        """Register the job (opportunistic, its shares' memory) or find it registered:
-        (the job object, whether this call registered it)."""
-        quota = ann.share_quota(gpu.mem_total, nids, self.cfg.nshares)
+    def ensure(self, name: str, gpus: list[tuple[Gpu, int]]) -> tuple[dict[str, Any], bool]:
+        """Register the job (opportunistic, its shares' memory; over several GPUs one job with
+        a part per GPU, the quota per GPU the smallest of its GPUs' shares) or find it
+        registered: (the job object, whether this call registered it)."""
+        quota = min(ann.share_quota(g.mem_total, n, self.cfg.nshares) for g, n in gpus)
+        dev: str | list[str | int] = gpus[0][0].uuid if len(gpus) == 1 else \
+            [g.uuid for g, _ in gpus]
         try:
             return dict(self.call("register", name, priority="opportunistic", weight=1,
-                                  mem_quota=quota, device=gpu.uuid)["job"]), True
+                                  mem_quota=quota, device=dev)["job"]), True
         except ClientError as exc:
             if exc.code != "exists":
                 raise
@@ -51,7 +54,7 @@ class Jobs:
             except (ControllerUnavailable, ClientError):
                 pass
 
-    def settings(self, ids: list[str], gpu: Gpu) -> ann.JobSettings:
+    def settings(self, ids: list[str], gpus: list[tuple[Gpu, int]]) -> ann.JobSettings:
         pod: dict[str, str] = {}
         ref = None
         for attempt in range(3 if self.cfg.pod_resources else 0):
@@ -81,7 +84,10 @@ class Jobs:
                 f"{ann.PRIORITY}: namespace {ref.namespace if ref else '?'} may not run "
                 f"production jobs (allowed: {', '.join(sorted(allowed))})")
         merged = {**self.cfg.defaults, **pod}
-        return ann.settings(merged, mem_total=gpu.mem_total, shares=len(ids),
+        # several GPUs: the memory is per GPU, bounded by the GPU where the job holds least
+        gpu, n = min(gpus, key=lambda gn: ann.share_quota(gn[0].mem_total, gn[1],
+                                                          self.cfg.nshares))
+        return ann.settings(merged, mem_total=gpu.mem_total, shares=n,
                             nshares=self.cfg.nshares,
                             within_shares=not self.cfg.memory_above_shares)
 

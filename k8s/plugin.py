@@ -152,12 +152,13 @@ class Plugin(dp_grpc.DevicePluginServicer):
         try:
             for creq in request.container_requests:
                 ids = list(creq.devices_ids)
-                name, gpu = self._job_for(ids)
-                job, made = self.jobs.ensure(name, gpu, len(ids))
+                name, gpus = self._job_for(ids)
+                job, made = self.jobs.ensure(name, gpus)
                 if made:                            # undone if a later container fails
                     done.append(name)
-                out.append(self._response(job, gpu))
-                log.info("allocated %s on %s to job %s", sorted(ids), gpu.uuid, name)
+                out.append(self._response(job, [g for g, _ in gpus]))
+                log.info("allocated %s on %s to job %s", sorted(ids),
+                         ",".join(g.uuid for g, _ in gpus), name)
         except ShareError as exc:
             self.jobs.undo(done)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -172,9 +173,9 @@ class Plugin(dp_grpc.DevicePluginServicer):
     def PreStartContainer(self, request: Any, context: Any) -> Any:
         ids = list(request.devices_ids)
         try:
-            name, gpu = self._job_for(ids)
-            settings = self.jobs.settings(ids, gpu)
-            self.jobs.ensure(name, gpu, len(ids))       # again, if it was lost meanwhile
+            name, gpus = self._job_for(ids)
+            settings = self.jobs.settings(ids, gpus)
+            self.jobs.ensure(name, gpus)                # again, if it was lost meanwhile
             self._call("set", name, **settings.changes())
             log.info("job %s: %s", name, settings)
         except (ShareError, ann.AnnotationError) as exc:
@@ -184,19 +185,19 @@ class Plugin(dp_grpc.DevicePluginServicer):
         return dp.PreStartContainerResponse()
 
     # ------------------------------------------------------------ jobs
-    def _job_for(self, ids: list[str]) -> tuple[str, Gpu]:
+    def _job_for(self, ids: list[str]) -> tuple[str, list[tuple[Gpu, int]]]:
         with self._cond:
             gpus = list(self._gpus)
-        return response.job_name(ids), shares.gpu_of(ids, gpus)
+        return response.job_name(ids), shares.gpus_of(ids, gpus)
 
-    def _response(self, job: dict[str, Any], gpu: Gpu) -> Any:
+    def _response(self, job: dict[str, Any], gpus: list[Gpu]) -> Any:
         sim = self.cfg.sim if self.cfg.sim is not None else self._sim
         plan = make_plan(job, sim=sim, preload_file=self.cfg.preload_file)
         if self.cfg.host_lib_dir:
             keep = [*self._dirs, str(paths.default_runtime_dir())]    # hostPaths already
             plan = response.relocate(plan, self.cfg.host_lib_dir, keep)
         how = self.cfg.gpu_handoff or ("none" if sim else "env")
-        env, names = response.gpu_handoff(how, gpu.uuid)
+        env, names = response.gpu_handoff(how, *(g.uuid for g in gpus))
         return response.container_response(plan, self.cfg.cdi_dir, extra_env=env,
                                            extra_cdi=names)
 

@@ -36,18 +36,19 @@ NVIDIA_ENV = "NVIDIA_VISIBLE_DEVICES"
 NVIDIA_CDI_KIND = "nvidia.com/gpu"
 
 
-def gpu_handoff(how: str, uuid: str) -> tuple[dict[str, str], list[str]]:
+def gpu_handoff(how: str, *uuids: str) -> tuple[dict[str, str], list[str]]:
     """What makes the real GPU (device nodes, driver libraries) appear in the container,
     since this plugin, not NVIDIA's, answers for it: (env, CDI device names).
-      env   NVIDIA_VISIBLE_DEVICES=<uuid>, for the NVIDIA container runtime (the default
+      env   NVIDIA_VISIBLE_DEVICES=<uuid>[,<uuid>...], for the NVIDIA container runtime (the default
             runtime on the node), as NVIDIA's own plugin does by default;
-      cdi   the CDI device nvidia.com/gpu=<uuid> (specs from `nvidia-ctk cdi generate
+      cdi   the CDI devices nvidia.com/gpu=<uuid> (specs from `nvidia-ctk cdi generate
             --device-name-strategy=uuid`);
-      none  nothing (the simulated GPU, whose driver comes with the plan)."""
+      none  nothing (the simulated GPU, whose driver comes with the plan).
+    Several GPUs (a multi-device job): all of them, in the job's order."""
     if how == "env":
-        return {NVIDIA_ENV: uuid}, []
+        return {NVIDIA_ENV: ",".join(uuids)}, []
     if how == "cdi":
-        return {}, [f"{NVIDIA_CDI_KIND}={uuid}"]
+        return {}, [f"{NVIDIA_CDI_KIND}={u}" for u in uuids]
     return {}, []
 
 

@@ -1,9 +1,9 @@
 """GPUs as shares of an extended resource: IDs, health, preferred allocations.
 
 Each GPU is advertised as N shares `<uuid>-share-<k>` (k = 0..N-1) of `tgs.io/gpu`; a
-container that asks for `tgs.io/gpu: 2` gets two shares. A TGS job is bound to one GPU, so
-every allocation must lie on one GPU (GetPreferredAllocation packs them; Allocate refuses
-anything else with a clear error).
+container that asks for `tgs.io/gpu: 2` gets two shares. GetPreferredAllocation packs a
+container's shares on one GPU when one has enough; shares on several GPUs make one TGS job over
+those GPUs (gpus_of: their GPUs in a stable order), with a part per GPU.
 """
 
 from __future__ import annotations
@@ -64,6 +64,24 @@ def gpu_of(ids: Sequence[str], gpus: Sequence[Gpu]) -> Gpu:
         if g.uuid == uuid:
             return g
     raise ShareError(f"GPU {uuid} is not on this node (or the controller does not report it)")
+
+
+def gpus_of(ids: Sequence[str], gpus: Sequence[Gpu]) -> list[tuple[Gpu, int]]:
+    """The GPUs these shares are on, in the node's order (by index, a stable order whatever
+    order the kubelet lists the IDs in), each with its number of shares; ShareError for
+    none, an unknown GPU or a malformed ID."""
+    if not ids:
+        raise ShareError("no device IDs in the request")
+    count: dict[str, int] = {}
+    for i in dict.fromkeys(ids):
+        uuid = split_id(i)[0]
+        count[uuid] = count.get(uuid, 0) + 1
+    known = {g.uuid: g for g in gpus}
+    for uuid in count:
+        if uuid not in known:
+            raise ShareError(f"GPU {uuid} is not on this node (or the controller does not "
+                             "report it)")
+    return sorted(((known[u], n) for u, n in count.items()), key=lambda gn: gn[0].index)
 
 
 def preferred(available: Iterable[str], must: Iterable[str], size: int) -> list[str]:

@@ -3,7 +3,8 @@
  *
  * Lazily on the first hooked call that needs it, a process maps the job's
  * control segment (TGS_CTL, read-only), the job segment (TGS_SEGMENT) and its
- * job's publish page (TGS_PUB), validates them and claims a free slot by
+ * job's publish page (TGS_PUB), or with TGS_PARTS those of the part of its
+ * device (parts.c), validates them and claims a free slot by
  * taking the slot's OFD lock (held for the life of the process; the kernel
  * drops it when we die); it then reclaims every other dead slot.  Any failure
  * leaves the process unattached: one stderr line, then pass-through (or the
@@ -135,7 +136,14 @@ void tgs_attach_slow(void)
     tgs_ensure_init();
     pthread_mutex_lock(&tgs_g.attach_mu);
     if (__atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE) == TGS_ATTACH_NONE) {
-        int ok = tgs_g.opt.segment_path[0] && tgs_g.real.handle && attach() == 0;
+        /* a multi-device job: the part of this process's device (parts.c); no context
+         * yet: stay unattached, the next hooked call asks again */
+        int pick = tgs_g.opt.parts[0] && tgs_g.real.handle ? tgs_pick_part() : 0;
+        if (pick > 0) {
+            pthread_mutex_unlock(&tgs_g.attach_mu);
+            return;
+        }
+        int ok = pick == 0 && tgs_g.opt.segment_path[0] && tgs_g.real.handle && attach() == 0;
         __atomic_store_n(&tgs_g.attach_state, ok ? TGS_ATTACH_OK : TGS_ATTACH_OFF,
                          __ATOMIC_RELEASE);
     }

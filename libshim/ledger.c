@@ -164,6 +164,9 @@ int tgs_mem_admit(uint64_t bytes)
 {
     struct tgs_slot *s = tgs_slot();
     if (s) {
+        CUdevice other;
+        if (TGS_UNLIKELY(tgs_g.opt.parts[0]) && tgs_other_device(&other))
+            tgs_part_warn(other); /* charged to our part all the same (parts.c) */
         TGS_RELAXED_STORE(&s->heartbeat_ns, tgs_now_ns());
         uint64_t used, quota;
         int ok = admit_locked(s, bytes, &used, &quota);

@@ -3,15 +3,43 @@
  * total = min(quota, real total); free = total - job usage, clamped to
  * [0, total] and to the real free memory: never negative, never wrapped.
  * Without a quota (no segment limit, no TGS_MEM_LIMIT) the real values pass.
+ * A multi-device job's process asking on another device of the job sees
+ * that device's part: its quota and usage (parts.c, nvml_job.c).
  * An oversubscribed job (oversub.c) sees total = mem_total, free = mem_total
  * - what the job holds: its budget, not the device's residency.
  */
-#include "shim.h"
+#include "nvml_shim.h"
+
+/* A multi-device job asked about another of its devices: that device's
+ * part (its quota and usage, read from its files: nvml_job.c), as NVML shows it. */
+static void present_other(CUdevice dev, uint64_t *freep, uint64_t *totalp)
+{
+    char uuid[64];
+    struct tgs_nvml_job j;
+    unsigned int n;
+    if (tgs_cuda_uuid(dev, uuid, sizeof(uuid)) != 0 ||
+        !tgs_nvml_part(uuid, &j, NULL, NULL, 0, &n))
+        return;
+    tgs_part_warn(dev);
+    if (!j.has_quota)
+        return;
+    uint64_t total = j.mem_quota < *totalp ? j.mem_quota : *totalp;
+    uint64_t fr = j.mem_used >= total ? 0 : total - j.mem_used;
+    *totalp = total;
+    if (fr < *freep)
+        *freep = fr;
+}
 
 static void present(uint64_t *freep, uint64_t *totalp)
 {
     uint64_t q, used;
-    if (!tgs_mem_view(&q, &used))
+    int quota = tgs_mem_view(&q, &used);
+    CUdevice other;
+    if (TGS_UNLIKELY(tgs_g.opt.parts[0]) && tgs_other_device(&other)) {
+        present_other(other, freep, totalp);
+        return;
+    }
+    if (!quota)
         return;
     if (tgs_oversub_on()) { /* oversubscribed: the job's own budget, whatever is resident */
         *totalp = q;

@@ -7,6 +7,8 @@
  * never the neighbours'.  The real function runs first, so NVML still
  * validates handles, pointers and struct versions; any error passes as is.
  * Another GPU, no job segment, or (memory) no quota: NVML's answer unchanged.
+ * A multi-device job (TGS_PARTS) shows each of its GPUs with that GPU's part
+ * (nvml_job.c reads the part's files), whichever part the process attached to.
  */
 #include <string.h>
 
@@ -31,12 +33,25 @@ static bool job_device(nvmlDevice_t dev, const struct tgs_nvml_job *j)
            idx == (unsigned int)j->device_index;
 }
 
+/* A multi-device job: its part on dev (by dev's UUID), read from the part's files. */
+static int part_view(nvmlDevice_t dev, struct tgs_nvml_job *j, unsigned int *pids,
+                     unsigned long long *bytes, unsigned int max, unsigned int *n)
+{
+    char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    return tgs_nvml_uuid(dev, u, sizeof(u)) == NVML_SUCCESS &&
+           tgs_nvml_part(u, j, pids, bytes, max, n);
+}
+
 /* 1 when the job's view replaced NVML's */
 static int present(nvmlDevice_t dev, unsigned long long *total, unsigned long long *freep,
                     unsigned long long *used)
 {
     struct tgs_nvml_job j;
-    if (!tgs_nvml_job(&j) || !j.has_quota || !job_device(dev, &j))
+    unsigned int n;
+    if (part_view(dev, &j, NULL, NULL, 0, &n)) {
+        if (!j.has_quota)
+            return 0;
+    } else if (!tgs_nvml_job(&j) || !j.has_quota || !job_device(dev, &j))
         return 0;
     uint64_t t = j.mem_quota < *total ? j.mem_quota : *total;
     uint64_t fr = j.mem_used >= t ? 0 : t - j.mem_used;
@@ -83,12 +98,17 @@ static nvmlReturn_t list(int id, nvmlDevice_t dev, unsigned int *count, void *in
     if (!real)
         return NVML_ERROR_UNINITIALIZED;
     struct tgs_nvml_job j;
-    if (!count || !tgs_nvml_job(&j) || !job_device(dev, &j))
-        return real(dev, count, infos);
     unsigned int pids[TGS_SEG_MAX_SLOTS];
     unsigned long long bytes[TGS_SEG_MAX_SLOTS];
-    /* the job's processes are compute processes; no graphics or MPS ones */
-    unsigned int n = compute ? tgs_nvml_job_procs(pids, bytes, TGS_SEG_MAX_SLOTS) : 0;
+    unsigned int n = 0;
+    if (!count)
+        return real(dev, count, infos);
+    if (part_view(dev, &j, pids, bytes, TGS_SEG_MAX_SLOTS, &n))
+        n = compute ? n : 0;   /* the job's processes are compute processes */
+    else if (tgs_nvml_job(&j) && job_device(dev, &j))
+        n = compute ? tgs_nvml_job_procs(pids, bytes, TGS_SEG_MAX_SLOTS) : 0;
+    else
+        return real(dev, count, infos);
     if (*count < n) {
         *count = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;

@@ -9,6 +9,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "nvml_shim.h"
 
@@ -70,4 +73,70 @@ unsigned int tgs_nvml_job_procs(unsigned int *pids, unsigned long long *bytes, u
         n++;
     }
     return n;
+}
+
+/* One slot of a part's .seg (mapped read-only) as an NVML process: alive (someone holds its
+ * lock: F_OFD_GETLK on our own descriptor sees the holder, ourselves included) and a GPU
+ * process (it allocated or launched). */
+static int part_proc(const struct tgs_seg_header *h, int fd, uint32_t i, unsigned int *pid,
+                     unsigned long long *bytes)
+{
+    const struct tgs_slot *s = (const struct tgs_slot *)((const char *)h + sizeof(*h) +
+                                                         (size_t)i * sizeof(struct tgs_slot));
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != TGS_SLOT_ACTIVE)
+        return 0;
+    uint64_t mem = TGS_RELAXED_LOAD(&s->mem_used);
+    int32_t p = TGS_RELAXED_LOAD(&s->pid);
+    if (p <= 0 || (!mem && !TGS_RELAXED_LOAD(&s->alloc_count) &&
+                   !TGS_RELAXED_LOAD(&s->lanes_used)))
+        return 0;
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+                        .l_start = TGS_SEG_LOCK_SLOT_BASE + (off_t)i, .l_len = 1 };
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type == F_UNLCK)
+        return 0;
+    *pid = (unsigned int)p;
+    *bytes = mem;
+    return 1;
+}
+
+int tgs_nvml_part(const char *uuid, struct tgs_nvml_job *j, unsigned int *pids,
+                  unsigned long long *bytes, unsigned int max, unsigned int *n)
+{
+    if (!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE)) {
+        const char *parts = getenv("TGS_PARTS");
+        if (!parts || !parts[0])
+            return 0;
+        tgs_ensure_init();
+    }
+    char seg[4096];
+    struct tgs_ctl_header c;
+    if (!tgs_g.opt.parts[0] || tgs_part_by_uuid(uuid, seg, sizeof(seg), &c) < 0)
+        return 0;
+    int fd = open(seg, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    uint64_t want = sizeof(struct tgs_seg_header) + (uint64_t)c.id.nslots * sizeof(struct tgs_slot);
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == want &&
+        c.id.nslots >= 1 && c.id.nslots <= TGS_SEG_MAX_SLOTS)
+        m = mmap(NULL, (size_t)want, PROT_READ, MAP_SHARED, fd, 0);
+    const struct tgs_seg_header *h = m == MAP_FAILED ? NULL : m;
+    int ok = h && h->id.magic == TGS_SEG_MAGIC && h->id.created_ns == c.id.created_ns &&
+             strncmp(h->id.job_name, c.id.job_name, TGS_SEG_NAME_MAX) == 0;
+    if (ok) {
+        j->mem_quota = c.mem_quota;
+        j->has_quota = c.mem_quota != TGS_QUOTA_UNLIMITED;
+        j->mem_used = TGS_RELAXED_LOAD(&h->mem_used);
+        j->device_index = c.id.device_index;
+        memcpy(j->device_uuid, c.id.device_uuid, sizeof(j->device_uuid));
+        j->device_uuid[sizeof(j->device_uuid) - 1] = '\0';
+        *n = 0;
+        for (uint32_t i = 0; pids && i < c.id.nslots && *n < max; i++)
+            *n += (unsigned int)part_proc(h, fd, i, &pids[*n], &bytes[*n]);
+    }
+    if (h)
+        munmap(m, (size_t)want);
+    close(fd);
+    return ok;
 }

@@ -44,6 +44,11 @@ struct tgs_nvml_job {
     char device_uuid[TGS_SEG_UUID_MAX];
 };
 int tgs_nvml_job(struct tgs_nvml_job *j);   /* 1 when this process belongs to a job */
+/* A multi-device job (TGS_PARTS): its part on the device of NVML UUID `uuid`, read from the
+ * part's files (read-only, no slot taken): 1 when there is one, with its quota and usage in
+ * *j and (pids non-NULL) its live GPU processes, *n of them (<= max). */
+int tgs_nvml_part(const char *uuid, struct tgs_nvml_job *j, unsigned int *pids,
+                  unsigned long long *bytes, unsigned int max, unsigned int *n);
 /* The job's live processes that allocated memory or launched work: pids (as
  * the job sees them) and their ledger bytes; returns how many (<= max). */
 unsigned int tgs_nvml_job_procs(unsigned int *pids, unsigned long long *bytes, unsigned int max);

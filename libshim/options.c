@@ -69,6 +69,7 @@ void tgs_options_load(struct tgs_options *o)
     copy_env(o->pub_dir, sizeof(o->pub_dir), "TGS_PUB_DIR");
     copy_env(o->device_path, sizeof(o->device_path), "TGS_DEVICE_SEG");
     copy_env(o->real_libcuda, sizeof(o->real_libcuda), "TGS_REAL_LIBCUDA");
+    copy_env(o->parts, sizeof(o->parts), "TGS_PARTS");
 
     o->mem_limit = TGS_QUOTA_UNLIMITED;
     const char *ml = getenv("TGS_MEM_LIMIT");

@@ -74,6 +74,7 @@ struct tgs_options {
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
     int fit_budget;             /* TGS_FIT_BUDGET (default 1): overrun budget of FIT */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
+    char parts[16384];          /* TGS_PARTS: a multi-device job's .seg paths, ';' (parts.c) */
 };
 
 struct tgs_real {
@@ -236,6 +237,10 @@ struct tgs_global {
     int captures;
 
     struct tgs_nvml nvml;       /* NVML view (nvml_real.c) */
+
+    /* a multi-device job (parts.c): the device of this process's part + 1 (0: none) */
+    int part_dev;
+    int part_warned;
 };
 
 struct tgs_thread {
@@ -318,6 +323,14 @@ static inline struct tgs_slot *tgs_slot_at(struct tgs_seg_header *h, uint32_t i)
 {
     return (struct tgs_slot *)((char *)h + sizeof(*h) + (size_t)i * sizeof(struct tgs_slot));
 }
+
+/* parts.c: a multi-device job's part for this process (TGS_PARTS) */
+int tgs_pick_part(void);        /* 0 chosen (segment_path set), 1 not yet (no context), -1 none */
+int tgs_cuda_uuid(CUdevice dev, char *out, size_t cap);   /* "GPU-..." of a CUDA device */
+int tgs_current_device(CUdevice *dev);                    /* 0 when a context is current */
+void tgs_part_warn(CUdevice dev);      /* once: this process works on another part's device */
+int tgs_other_device(CUdevice *dev);   /* 1: attached to a part, current device is another */
+int tgs_part_by_uuid(const char *uuid, char *seg, size_t cap, struct tgs_ctl_header *h);
 
 /* ledger.c */
 int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */

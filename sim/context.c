@@ -12,6 +12,7 @@ static struct CUctx_st *ctx_new(int dev, int primary, unsigned int flags)
     struct CUctx_st *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    dev = sim_phys(dev); /* the state file's device (visible.c) */
     c->slot = sim_ctx_slot_alloc(dev);
     if (c->slot < 0) {
         sim_log(SIM_LOG_ERROR, "no free context slot (max %d contexts in all)", SIM_MAX_CTXS);
@@ -57,7 +58,7 @@ CUresult sim_current_ctx(struct CUctx_st **out)
 int sim_current_dev(void)
 {
     struct CUctx_st *c;
-    return sim_current_ctx(&c) == CUDA_SUCCESS ? c->dev : -1;
+    return sim_current_ctx(&c) == CUDA_SUCCESS ? sim_ord(c->dev) : -1;
 }
 
 CUresult sim_ctx_sync(struct CUctx_st *ctx)
@@ -277,7 +278,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
         return r;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    *device = c->dev;
+    *device = sim_ord(c->dev);
     return CUDA_SUCCESS;
 }
 

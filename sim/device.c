@@ -28,6 +28,8 @@ CUresult cuInit(unsigned int Flags)
         g_sim.pcie_gbps = sim_env_double("TGS_SIM_PCIE_GBPS", 25.0, 0.001, 1e6);
         r = sim_state_open();
         if (r == CUDA_SUCCESS)
+            sim_visible_init();
+        if (r == CUDA_SUCCESS)
             __atomic_store_n(&g_sim.initialized, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(init_lock());
@@ -49,7 +51,7 @@ CUresult cuDeviceGetCount(int *count)
         return r;
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = sim_ndev();
+    *count = sim_nvis();
     return CUDA_SUCCESS;
 }
 
@@ -60,7 +62,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
         return r;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= sim_ndev())
+    if (ordinal < 0 || ordinal >= sim_nvis())
         return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
@@ -84,17 +86,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
         return r;
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Stable per state file and ordinal: splitmix64 of the file's seed. */
-    uint64_t x = g_sim.st->hdr.uuid_seed + 0x9e3779b97f4a7c15ull * (uint64_t)(dev + 1);
-    for (int i = 0; i < 2; i++) {
-        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        memcpy(uuid->bytes + 8 * i, &z, 8);
-    }
-    uuid->bytes[6] = (char)((uuid->bytes[6] & 0x0f) | 0x40); /* RFC 4122 v4 shape */
-    uuid->bytes[8] = (char)((uuid->bytes[8] & 0x3f) | 0x80);
+    sim_uuid_bytes(sim_phys(dev), (unsigned char *)uuid->bytes); /* visible.c */
     return CUDA_SUCCESS;
 }
 
@@ -107,7 +99,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
         return r;
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    *bytes = g_sim.st->dev[dev].mem_total;
+    *bytes = g_sim.st->dev[sim_phys(dev)].mem_total;
     return CUDA_SUCCESS;
 }
 
@@ -147,7 +139,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev, int *out)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
     case 32 /* ECC_ENABLED */: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = dev + 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = sim_phys(dev) + 1; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 2619000; break;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 5120; break;
@@ -216,7 +208,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
         return r;
     if (!pciBusId || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", (unsigned)(dev + 1));
+    snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", (unsigned)(sim_phys(dev) + 1));
     return CUDA_SUCCESS;
 }
 

@@ -60,9 +60,10 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     if (sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4 &&
         (dom = 0, sscanf(pciBusId, "%x:%x.%x", &bus, &slot, &fn) != 3))
         return CUDA_ERROR_INVALID_VALUE;
-    if (dom != 0 || slot != 0 || fn != 0 || bus < 1 || (int)bus > sim_ndev())
+    if (dom != 0 || slot != 0 || fn != 0 || bus < 1 || (int)bus > sim_ndev() ||
+        sim_ord((int)bus - 1) < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    *dev = (CUdevice)bus - 1;
+    *dev = (CUdevice)sim_ord((int)bus - 1);
     return CUDA_SUCCESS;
 }
 

@@ -133,7 +133,7 @@ static CUresult attr(void *data, CUpointer_attribute a, CUdeviceptr ptr, int fou
                      const struct sim_region *reg)
 {
     int host = found && (reg->kind == SIM_R_HOST || reg->kind == SIM_R_HOST_REG);
-    int dev = found && reg->dev >= 0 ? reg->dev : sim_current_dev();
+    int dev = found && reg->dev >= 0 ? sim_ord(reg->dev) : sim_current_dev();
     struct CUctx_st *ctx = NULL;
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:

@@ -159,6 +159,9 @@ struct sim_globals {
     int sm_count; /* TGS_SIM_SMS: SMs per device (occupancy, attributes) */
     double pcie_gbps; /* TGS_SIM_PCIE_GBPS: managed-memory migration bandwidth */
     uint32_t nmanaged[SIM_MAX_DEVICES]; /* this process's tracked managed ranges */
+    /* CUDA_VISIBLE_DEVICES (visible.c): visible ordinal k is physical device vis[k] */
+    int vis[SIM_MAX_DEVICES];
+    int nvis;
     int log_level;
     /* contexts */
     struct CUctx_st *primary[SIM_MAX_DEVICES];
@@ -229,13 +232,21 @@ static inline CUresult sim_check_init(void)
 static inline struct sim_state *sim_st(void) { return g_sim.st; }
 static inline int sim_ndev(void) { return (int)g_sim.st->hdr.ndevices; }
 
-/* Initialised, and dev names one of the simulated devices. */
+/* visible.c: CUDA_VISIBLE_DEVICES.  API CUdevice values are visible
+ * ordinals; the state file is indexed by physical device. */
+void sim_visible_init(void);
+void sim_uuid_bytes(int phys, unsigned char out[16]);
+int sim_ord(int phys); /* the visible ordinal of a physical device, -1 if hidden */
+static inline int sim_nvis(void) { return g_sim.nvis; }
+static inline int sim_phys(CUdevice ord) { return g_sim.vis[ord]; } /* ord checked */
+
+/* Initialised, and dev names one of the visible simulated devices. */
 static inline CUresult sim_check_dev(CUdevice dev)
 {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    return dev >= 0 && dev < sim_ndev() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return dev >= 0 && dev < sim_nvis() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 /* handles.c */
@@ -288,7 +299,7 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
 CUresult sim_mem_account(int dev, int64_t bytes, int managed);
 int sim_mem_range_ok(uint64_t p, size_t n);
-int sim_current_dev(void);
+int sim_current_dev(void); /* the current context's visible ordinal, -1 */
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
 int sim_region_take(uint64_t base, int mask, struct sim_region *out);
 /* The region holding p (a copy); 0 found, -1 not. */

@@ -37,7 +37,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
     if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
         prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.id < 0 || prop->location.id >= sim_ndev())
+    if (prop->location.id < 0 || prop->location.id >= sim_nvis())
         return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
@@ -80,7 +80,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     struct sim_vmm *h = calloc(1, sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    h->dev = prop->location.id;
+    h->dev = sim_phys(prop->location.id); /* checked by check_prop; physical (visible.c) */
     h->size = size;
     h->refs = 1;
     h->handle_types = prop->requestedHandleTypes;
@@ -165,7 +165,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     int dev = sim_current_dev();
-    h->dev = dev >= 0 ? dev : 0;
+    h->dev = sim_phys(dev >= 0 ? dev : 0);
     h->size = (uint64_t)st.st_size;
     h->refs = 1;
     h->imported = 1;
@@ -206,7 +206,7 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop->requestedHandleTypes = (CUmemAllocationHandleType)h->handle_types;
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop->location.id = h->dev;
+    prop->location.id = sim_ord(h->dev);
     return CUDA_SUCCESS;
 }
 
@@ -220,7 +220,7 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
     if (!flags || !location || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
         sim_region_find(ptr, &reg) || reg.kind != SIM_R_VMM_MAP)
         return CUDA_ERROR_INVALID_VALUE;
-    if (location->id < 0 || location->id >= sim_ndev())
+    if (location->id < 0 || location->id >= sim_nvis())
         return CUDA_ERROR_INVALID_DEVICE;
     *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE; /* mappings are always read-write here */
     return CUDA_SUCCESS;
@@ -351,7 +351,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
             return CUDA_ERROR_INVALID_VALUE;
-        if (desc[i].location.id < 0 || desc[i].location.id >= sim_ndev())
+        if (desc[i].location.id < 0 || desc[i].location.id >= sim_nvis())
             return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&

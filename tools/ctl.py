@@ -18,7 +18,7 @@ from tgs.controller.auth import write_keypair
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
 from .common import client_error, controller_options, fail, make_client, unavailable
-from .params import DEVICE, JOB_NAME, WEIGHT, AsciiFloat, Group
+from .params import DEVICES, JOB_NAME, WEIGHT, AsciiFloat, DeviceArg, Group
 from .sizes import SIZE, SIZE_OR_UNLIMITED
 from .view import CLEAR, job_processes, jobs_text, status_text, top_frame
 
@@ -43,7 +43,8 @@ def _jobs(ctx: click.Context, procs: bool) -> list[dict[str, Any]]:
     jobs = _call(ctx, lambda c: c.list())
     if procs:
         for j in jobs:
-            j["process_list"] = job_processes(j.get("segment"))
+            parts = j.get("devices") or [{"segment": j.get("segment")}]   # one per GPU
+            j["process_list"] = [p for d in parts for p in job_processes(d.get("segment"))]
     return jobs
 
 
@@ -123,12 +124,16 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription: what the (opportunistic) job may hold in all; --mem is "
                    "then what it may keep resident (docs/oversubscription.md).")
-@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICES, default="0", show_default=True,
+              metavar="IDX|UUID[,...]",
+              help="The job's GPU, or several separated by commas (one job over them: --mem "
+                   "is per device).")
 @click.option("--ephemeral", is_flag=True, help="Remove the job when its last process ends.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int | None,
-            mem_total: int | None, device: int | str, ephemeral: bool, as_json: bool) -> None:
+            mem_total: int | None, device: DeviceArg, ephemeral: bool,
+            as_json: bool) -> None:
     """Register a job (for containers: then `tgs-inject cdi/k8s --job JOB`)."""
     if mem_total and priority == "production":
         fail(PROG, MEM_TOTAL_PRODUCTION)

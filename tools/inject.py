@@ -15,7 +15,7 @@ from . import cdi, k8s
 from .common import client_error, controller_options, fail, make_client, unavailable
 from .elfver import vstr
 from .injection import InjectError, Plan, check_rootfs, make_plan
-from .params import DEVICE, JOB_NAME, WEIGHT, Group
+from .params import DEVICES, JOB_NAME, WEIGHT, DeviceArg, Group
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
@@ -120,7 +120,8 @@ def rootfs_of(args: list[str]) -> str | None:
               default="opportunistic", show_default=True)
 @click.option("--weight", type=WEIGHT, default=1, show_default=True)
 @click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
-@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICES, default="0", show_default=True,
+              metavar="IDX|UUID[,...]", help="The job's GPU, or several (one job over them).")
 @sim_option
 @preload_option
 @click.option("--print", "print_only", is_flag=True,
@@ -129,7 +130,7 @@ def rootfs_of(args: list[str]) -> str | None:
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
-            mem: int | None, device: int | str, sim: bool | None, preload_file: bool,
+            mem: int | None, device: DeviceArg, sim: bool | None, preload_file: bool,
             print_only: bool, cmd: tuple[str, ...]) -> None:
     """Register a job and run `docker|podman run ...` with it injected:
     tgs-inject run [OPTIONS] -- podman run [ARGS...] IMAGE [CMD...]"""

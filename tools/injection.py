@@ -8,6 +8,8 @@ Container paths are fixed, so images and entrypoints can rely on them:
   /run/tgs/seg/device-<i>.seg         the GPU's device segment (read-only: the jobs on the GPU)
   /run/tgs/seg/pub/                   the publish pages of every job (read-only directory)
   /run/tgs/own/<job>.pub              this job's own publish page (read-write; TGS_PUB)
+  (a job over several GPUs: every part's <job>@<k>.ctl/.seg/own pub and device-<i>.seg, and
+   TGS_PARTS naming the parts' segments; docs/segment.md)
   /etc/ld.so.preload                  with --preload-file: a generated, read-only file
   /usr/local/bin/tgs-entrypoint       the entrypoint wrapper (read-only)
 Isolation (docs/segment.md): the only writable TGS mounts are the job's own .seg and .pub; what
@@ -128,6 +130,9 @@ def make_plan(job: dict[str, Any], *, sim: bool, preload_file: bool,
     plan.env.update(TGS_SEGMENT=ctr_seg, TGS_SHIM=CTR_SHIM, TGS_CTL=f"{CTR_SEG_DIR}/{ctl.name}",
                     TGS_PUB_DIR=CTR_PUB_DIR,
                     TGS_DEVICE_SEG=f"{CTR_SEG_DIR}/{dev_seg.name}")
+    parts = job.get("devices") or []
+    if len(parts) > 1:
+        _add_parts(plan, parts)
     libs = [shim_path]
     if preload_file:
         f = work_dir(name) / "ld.so.preload"
@@ -152,6 +157,35 @@ def make_plan(job: dict[str, Any], *, sim: bool, preload_file: bool,
         raise InjectError(f"cannot read {shim_path}: {exc}") from exc
     plan.baseline = max(needs) if needs else None
     return plan
+
+
+def _add_parts(plan: Plan, parts: list[dict[str, Any]]) -> None:
+    """A multi-device job (docs/segment.md): every part's .ctl, .seg, own pub and device
+    segment, TGS_PARTS naming the parts' segments in the container, and the devices'
+    CUDA UUIDs, in the job's order, as CUDA_VISIBLE_DEVICES.  The shim finds each part's
+    .ctl and device segment beside its .seg, its own pub in TGS_PUB's directory."""
+    have = {m.container for m in plan.mounts}
+    ctr_segs = []
+    for part in parts:
+        seg_p = Path(part["segment"])
+        if not seg_p.exists():
+            raise InjectError(f"part {part['name']}: its segment {seg_p} is not on this node")
+        ctl, pub = ctl_path(seg_p), pub_path(seg_p, part["name"])
+        dev_seg = seg_p.parent / f"device-{part['device']}.seg"
+        ctr_segs.append(f"{CTR_SEG_DIR}/{seg_p.name}")
+        for m in (Mount(str(ctl), f"{CTR_SEG_DIR}/{ctl.name}"),
+                  Mount(str(seg_p), f"{CTR_SEG_DIR}/{seg_p.name}", readonly=False),
+                  Mount(str(dev_seg), f"{CTR_SEG_DIR}/{dev_seg.name}"),
+                  Mount(str(pub), f"{CTR_OWN_DIR}/{pub.name}", readonly=False)):
+            if m.container not in have and Path(m.host).exists():
+                plan.mounts.append(m)
+                have.add(m.container)
+    for key in ("TGS_CTL", "TGS_DEVICE_SEG"):        # one file each: the parts have several
+        plan.env.pop(key, None)
+    plan.env["TGS_PARTS"] = ";".join(ctr_segs)
+    plan.env["TGS_PUB"] = f"{CTR_OWN_DIR}/{parts[0]['name']}.pub"      # its directory counts
+    plan.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(p.get("cuda_uuid") or p["device_uuid"])
+                                                for p in parts)
 
 
 def check_rootfs(plan: Plan, rootfs: str | Path) -> str:

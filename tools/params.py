@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import click
+from tgs.controller.protocol import MAX_DEVICES as MAX_JOB_DEVICES
 from tgs.controller.protocol import MAX_WEIGHT, NAME_RE, UUID_RE
 
 from .sizes import show
@@ -96,9 +97,41 @@ class DeviceRef(click.ParamType):
         self.fail(f"{show(text, 60)} is neither a device index nor a device UUID", param, ctx)
 
 
+DeviceArg = int | str | tuple[int | str, ...]
+
+
+class DeviceList(click.ParamType):
+    """One device (IDX|UUID), or several separated by commas (a job over several GPUs):
+    a list of references, distinct as written (the controller also refuses one device
+    named twice, by index and by UUID)."""
+
+    name = "IDX|UUID[,...]"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> DeviceArg:
+        if isinstance(value, (int, tuple)):
+            return value
+        text = str(value)
+        items = text.split(",")
+        if len(items) == 1:
+            return DEVICE.convert(text, param, ctx)
+        if len(items) > MAX_JOB_DEVICES:
+            self.fail(f"at most {MAX_JOB_DEVICES} devices, got {len(items)}", param, ctx)
+        out: list[int | str] = []
+        for item in items:
+            if not item:
+                self.fail(f"{show(text, 60)}: an empty device in the list", param, ctx)
+            ref = DEVICE.convert(item, param, ctx)
+            if ref in out:
+                self.fail(f"device {show(item, 60)} is listed twice", param, ctx)
+            out.append(ref)
+        return tuple(out)
+
+
 WEIGHT = AsciiInt(1, MAX_WEIGHT)
 JOB_NAME = JobName()
 DEVICE = DeviceRef()
+DEVICES = DeviceList()
 
 
 EXIT_WRAPPER = 125     # a command wrapper's own failure, as env, timeout and podman run use it

@@ -21,7 +21,7 @@ from .common import (
     make_client,
     unavailable,
 )
-from .params import DEVICE, EXIT_WRAPPER, JOB_NAME, WEIGHT, Command
+from .params import DEVICES, EXIT_WRAPPER, JOB_NAME, WEIGHT, Command, DeviceArg
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
@@ -54,13 +54,16 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription (opportunistic jobs): what the job may hold in all, on "
                    "the GPU or in host memory; --mem is then what it may keep resident.")
-@click.option("--device", type=DEVICE, default="0", show_default=True, metavar="IDX|UUID")
+@click.option("--device", type=DEVICES, default="0", show_default=True,
+              metavar="IDX|UUID[,...]",
+              help="The job's GPU, or several separated by commas (one job over them: --mem "
+                   "is per device).")
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total: int | None,
-        device: int | str, standalone: bool, controller: str | None, timeout: float,
+        device: DeviceArg, standalone: bool, controller: str | None, timeout: float,
         server_key: str | None, client_key: str | None, cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
@@ -80,7 +83,7 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
-         mems: tuple[int | None, int], device: int | str, standalone: bool,
+         mems: tuple[int | None, int], device: DeviceArg, standalone: bool,
          controller: str | None, timeout: float, keys: tuple[str | None, str | None],
          cmd: list[str]) -> int:
     mem, mem_total = mems

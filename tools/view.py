@@ -47,11 +47,19 @@ JOB_HEADER = ["NAME", "PRIORITY", "W", "DEV", "PROCS", "MEM USED/QUOTA", "RATE",
               "WORK/S", "THROTTLED", "STATE"]
 
 
+def _devices(job: dict[str, Any]) -> str:
+    """The job's GPU, or its GPUs in order ("0,1") for a multi-device job."""
+    parts = job.get("devices") or []
+    if len(parts) > 1:
+        return ",".join(str(d.get("device", "?")) for d in parts)
+    return str(job.get("device", "?"))
+
+
 def job_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
     rows = []
     for j in sorted(jobs, key=lambda j: (j.get("device", 0), j["priority"], j["name"])):
         rows.append([
-            j["name"], j["priority"], str(j["weight"]), str(j.get("device", "?")),
+            j["name"], j["priority"], str(j["weight"]), _devices(j),
             str(j.get("processes", 0)),
             f"{format_size(j.get('mem_used', 0))}/{format_size(j.get('mem_quota'))}",
             _rate(j.get("rate")), _rate(j.get("work_rate", 0.0)).removesuffix("/s"),
@@ -76,7 +84,9 @@ def devices_rows(status: dict[str, Any], jobs: list[dict[str, Any]]) -> list[lis
     rows = []
     gpus = {g.get("index"): g for g in status.get("gpus", [])}
     for d in status.get("devices", []):
-        mine = [j for j in jobs if j.get("device") == d["index"]]
+        # a multi-device job counts on each GPU with that GPU's part
+        mine = [u for j in jobs for u in (j.get("devices") or [j])
+                if u.get("device") == d["index"]]
         used = sum(j.get("mem_used", 0) for j in mine)
         work = sum(j.get("work_rate", 0.0) for j in mine)
         util = gpus.get(d["index"], {}).get("utilization")

@@ -143,3 +143,31 @@ def test_production_and_opportunistic_pods_on_one_gpu(
                                capture_output=True, timeout=60)
                 proc.kill()
                 proc.communicate()
+
+
+def test_container_over_two_gpus(rootfs: Path, kubelet: FakeKubelet, ctl: Controller,
+                                 apiserver: FakeApiServer,
+                                 plugin_factory) -> None:  # type: ignore[no-untyped-def]
+    """Shares of both simulated GPUs: one job over both; inside the container each device
+    ordinal (CUDA_VISIBLE_DEVICES by UUID) reports the per-device quota and is charged to
+    its own part; an allocation over the quota is refused on that device."""
+    plugin_factory()
+    resp, job = _allocated(kubelet, apiserver, "ddp", ["GPU-sim-1-share-0", "GPU-sim-0-share-0"])
+    assert len(ctl.jobs()[job]["devices"]) == 2
+    flags = _flags(resp)
+    for dev in (0, 1):
+        r = subprocess.run([*PODMAN, *flags, "--rootfs", str(rootfs), "/bin/tgs-workload",
+                            "--device", str(dev), "--mem", "512MiB", "--seconds", "0.2"],
+                           capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0, r.stderr
+        start = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))
+        assert start["mem"]["total"] == GIB, (dev, start)
+        r = subprocess.run([*PODMAN, *flags, "--rootfs", str(rootfs), "/bin/tgs-workload",
+                            "--device", str(dev), "--mem", "2GiB", "--seconds", "0.2"],
+                           capture_output=True, text=True, timeout=90)
+        assert r.returncode == 1 and "OUT_OF_MEMORY" in r.stdout + r.stderr, r.stderr
+    # each part saw its own process (its peak is the 512 MiB allocated on its device)
+    from tgs.intercept import segment
+    for d in ctl.jobs()[job]["devices"]:
+        with segment.open_segment(d["segment"]) as seg:
+            assert seg.ledger()[2] == 512 << 20, d["name"]

@@ -1,5 +1,5 @@
 """The device plugin driven by a test kubelet: registration, ListAndWatch and its health
-updates, Allocate and PreStartContainer for one GPU, refusals, a kubelet restart and the
+updates, Allocate and PreStartContainer for one GPU and for two, refusals, a kubelet restart and the
 garbage collection of jobs whose pod is gone."""
 
 from __future__ import annotations
@@ -116,11 +116,7 @@ def test_allocate_refusals_and_preferred(kubelet: FakeKubelet, ctl: Controller,
                                          plugin: PluginProc) -> None:
     stub = kubelet.plugin(_registered(kubelet, plugin).endpoint)
     before = set(ctl.jobs())
-    # two GPUs in one container: not supported yet, said clearly, nothing registered
-    with pytest.raises(grpc.RpcError) as err:
-        _allocate(stub, f"{GPU0}-share-0", f"{GPU1}-share-0")
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "one GPU" in err.value.details()
+    # a GPU this node does not have: refused, said clearly, nothing registered
     with pytest.raises(grpc.RpcError) as err:
         _allocate(stub, "GPU-not-here-share-0")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -128,7 +124,7 @@ def test_allocate_refusals_and_preferred(kubelet: FakeKubelet, ctl: Controller,
     # a pod whose second container fails: the first one's new job is undone, a job that was
     # there before (the same shares allocated earlier) is kept
     kept = _allocate(stub, f"{GPU0}-share-1").container_responses[0].annotations["tgs.io/job"]
-    bad = dp.ContainerAllocateRequest(devices_ids=[f"{GPU0}-share-0", f"{GPU1}-share-0"])
+    bad = dp.ContainerAllocateRequest(devices_ids=[f"{GPU0}-share-0", "GPU-gone-share-0"])
     for first in ([f"{GPU0}-share-1"], [f"{GPU1}-share-1"]):
         req = dp.AllocateRequest(container_requests=[
             dp.ContainerAllocateRequest(devices_ids=first), bad])
@@ -142,6 +138,46 @@ def test_allocate_refusals_and_preferred(kubelet: FakeKubelet, ctl: Controller,
                                  f"{GPU1}-share-2"], allocation_size=2)])
     (pref,) = stub.GetPreferredAllocation(req, timeout=5).container_responses
     assert list(pref.deviceIDs) == [f"{GPU1}-share-0", f"{GPU1}-share-2"]
+
+
+def test_allocate_two_gpus_registers_one_job_over_both(
+        kubelet: FakeKubelet, ctl: Controller, apiserver: FakeApiServer,
+        plugin: PluginProc) -> None:
+    """Shares of two GPUs (listed in any order): one job over both GPUs in the node's order,
+    a part per GPU with its files mounted, CUDA_VISIBLE_DEVICES by UUID, the quota per GPU
+    from the GPU where the container holds the fewest shares."""
+    stub = kubelet.plugin(_registered(kubelet, plugin).endpoint)
+    ids = [f"{GPU1}-share-2", f"{GPU0}-share-0", f"{GPU1}-share-3"]
+    (resp,) = _allocate(stub, *ids).container_responses
+    name = resp.annotations["tgs.io/job"]
+    job = ctl.jobs()[name]
+    assert [d["device_uuid"] for d in job["devices"]] == [GPU0, GPU1]
+    assert [d["name"] for d in job["devices"]] == [f"{name}@0", f"{name}@1"]
+    assert job["mem_quota"] == 2 * GIB                   # 1 of 4 shares of GPU0's 8 GiB
+    env = resp.envs
+    mounts = {m.container_path: m for m in resp.mounts}
+    parts = env["TGS_PARTS"].split(";")
+    assert parts == [f"/run/tgs/seg/{name}@{k}.seg" for k in range(2)]
+    for k, d in enumerate(job["devices"]):
+        seg = mounts[parts[k]]
+        assert seg.host_path == d["segment"] and not seg.read_only
+        assert mounts[f"/run/tgs/seg/{name}@{k}.ctl"].read_only
+        assert not mounts[f"/run/tgs/own/{name}@{k}.pub"].read_only
+        assert mounts[f"/run/tgs/seg/device-{d['device']}.seg"].read_only
+    assert env["TGS_SEGMENT"] == parts[0] and env["TGS_PUB"] == f"/run/tgs/own/{name}@0.pub"
+    assert "TGS_CTL" not in env and "TGS_DEVICE_SEG" not in env
+    # the simulator's own UUIDs (what cuDeviceGetUuid says), in the job's order
+    cuda = [d["cuda_uuid"] for d in job["devices"]]
+    assert env["CUDA_VISIBLE_DEVICES"] == ",".join(cuda) and all(
+        u.startswith("GPU-") and u not in (GPU0, GPU1) for u in cuda)
+    # asked again (the kubelet retries): the same job; PreStartContainer sets it over both
+    (again,) = _allocate(stub, *reversed(ids)).container_responses
+    assert again.annotations["tgs.io/job"] == name
+    kubelet.hold("ml", "ddp-0", "main", "tgs.io/gpu", ids)
+    apiserver.pods[("ml", "ddp-0")] = {"tgs.io/weight": "4", "tgs.io/memory": "1GiB"}
+    stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=ids), timeout=15)
+    job = ctl.jobs()[name]
+    assert (job["weight"], job["mem_quota"], len(job["devices"])) == (4, GIB, 2)
 
 
 def test_kubelet_restart_registers_again(kubelet: FakeKubelet, ctl: Controller,

@@ -37,6 +37,23 @@ def test_gpu_of_one_gpu_only() -> None:
         shares.gpu_of([], GPUS)
 
 
+def test_gpus_of_orders_by_index_and_counts_shares() -> None:
+    ids = ["GPU-other-share-1", f"{UUID}-share-0", "GPU-other-share-3", "GPU-other-share-1"]
+    assert shares.gpus_of(ids, GPUS) == [(GPUS[0], 1), (GPUS[1], 2)]
+    assert shares.gpus_of(list(reversed(ids)), GPUS) == [(GPUS[0], 1), (GPUS[1], 2)]
+    with pytest.raises(ShareError, match="not on this node"):
+        shares.gpus_of([f"{UUID}-share-0", "GPU-gone-share-0"], GPUS)
+    with pytest.raises(ShareError):
+        shares.gpus_of([], GPUS)
+
+
+def test_gpu_handoff_of_several_gpus() -> None:
+    assert response.gpu_handoff("env", UUID, "GPU-other") == (
+        {"NVIDIA_VISIBLE_DEVICES": f"{UUID},GPU-other"}, [])
+    assert response.gpu_handoff("cdi", UUID, "GPU-other") == (
+        {}, [f"nvidia.com/gpu={UUID}", "nvidia.com/gpu=GPU-other"])
+
+
 @pytest.mark.parametrize("avail,must,size,want", [
     # the GPU with the most free shares, lowest share numbers first
     (["A-share-0", "B-share-1", "B-share-0"], [], 2, ["B-share-0", "B-share-1"]),

@@ -2,9 +2,11 @@
 
 Commands: "info" -> "info <free> <total>", "alloc <bytes>" -> "alloc <rc>",
 "free" -> frees everything -> "free <rc>", "launch <n>" -> "launch <rc>".
-It prints "ready" once a context is current.  Exits at end of input."""
+It prints "ready" once a context is current (the primary context of ordinal
+$MEMPROBE_DEVICE, default 0).  Exits at end of input."""
 
 import ctypes
+import os
 import sys
 
 cu = ctypes.CDLL("libcuda.so.1")
@@ -21,7 +23,8 @@ def check(rc: int, what: str) -> None:
 
 check(cu.cuInit(0), "cuInit")
 dev = ctypes.c_int()
-check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+check(cu.cuDeviceGet(ctypes.byref(dev), int(os.environ.get("MEMPROBE_DEVICE", "0"))),
+      "cuDeviceGet")
 ctx = ctypes.c_void_p()
 check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "retain")
 check(cu.cuCtxSetCurrent(ctx), "setcurrent")

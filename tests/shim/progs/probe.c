@@ -2,6 +2,9 @@
  * probe.c: a small driver-API client for the shim tests.  Runs its arguments
  * as commands, in order, printing one line per result:
  *   init                       cuInit, primary context, a module with kernel "k"
+ *   dev:N                      cuInit, ordinal N's primary context made current, the module
+ *                              loaded in it: "dev <rc>"
+ *   count  ctxdev  uuid:N      "count <rc> <n>", "ctxdev <rc> <ordinal>", "uuid <rc> GPU-..."
  *   alloc:B  alloc32:B  managed:B  async:B  pool:B  create:B  pitch:W:H
  *   array:W:H  array3d:W:H:D  mipmap:W:H:L
  *                              one allocation each: "<cmd> <rc>"; kept for free_all
@@ -84,6 +87,37 @@ static int cmd(const char *c)
     if (!strcmp(c, "init")) {
         r = init();
         printf("init %d\n", r);
+    } else if (!strncmp(c, "dev:", 4)) {
+        CUdevice d;
+        CUcontext ctx;
+        CUmodule m;
+        r = cuInit(0);
+        if (!r) r = cuDeviceGet(&d, (int)arg(c, 1));
+        if (!r) r = cuDevicePrimaryCtxRetain(&ctx, d);
+        if (!r) r = cuCtxSetCurrent(ctx);
+        if (!r) r = cuModuleLoadData(&m, PROBE_SIM_IMAGE);
+        if (!r) r = cuModuleGetFunction(&fn, m, "k");
+        printf("dev %d\n", r);
+    } else if (!strcmp(c, "count")) {
+        int n = -1;
+        r = cuInit(0);
+        if (!r) r = cuDeviceGetCount(&n);
+        printf("count %d %d\n", r, n);
+    } else if (!strcmp(c, "ctxdev")) {
+        CUdevice d = -1;
+        r = cuCtxGetDevice(&d);
+        printf("ctxdev %d %d\n", r, (int)d);
+    } else if (!strncmp(c, "uuid:", 5)) {
+        CUdevice d = 0;
+        CUuuid u;
+        memset(&u, 0, sizeof u);
+        r = cuInit(0);
+        if (!r) r = cuDeviceGet(&d, (int)arg(c, 1));
+        if (!r) r = cuDeviceGetUuid_v2(&u, d);
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        printf("uuid %d GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n",
+               r, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+               b[13], b[14], b[15]);
     } else if (!strncmp(c, "alloc:", 6)) {
         r = cuMemAlloc_v2(&p, arg(c, 1));
         if (!r) keep(p);

@@ -81,7 +81,7 @@ def resolve_gpu(mode: str) -> str:
 # Shim settings a benchmark run passes on to its jobs (e.g. `TGS_DRAIN=0 python -m
 # tgs.bench.main ...`: production seen idle at its synchronize calls only, as before the GPU-side
 # drain detection; docs/segment.md "Gating").
-SHIM_KNOBS = ("TGS_DRAIN", "TGS_DRAIN_SETTLE_US", "TGS_FIT_BUDGET")
+SHIM_KNOBS = ("TGS_DRAIN", "TGS_DRAIN_SETTLE_US", "TGS_FIT_BUDGET", "TGS_FIT_TRACE")
 
 
 def job_env(gpu: str, sim_state: Path | None) -> dict[str, str]:

@@ -324,6 +324,20 @@ uint64_t tgs_prod_gap_max(void)
     return hi;
 }
 
+uint64_t tgs_prod_gap_last(void)
+{
+    uint64_t last = 0;
+    if (tgs_g.peers.region)
+        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
+            if (is_prod(k)) {
+                const struct tgs_pub *p = pub_at(k);
+                uint64_t i = __atomic_load_n(&p->gap_idx, __ATOMIC_RELAXED);
+                if (i)
+                    last = __atomic_load_n(&p->gap_ns[(i - 1) % TGS_GAP_RING], __ATOMIC_RELAXED);
+            }
+    return last;
+}
+
 uint64_t tgs_prod_seq(void)
 {
     uint64_t sum = 0;

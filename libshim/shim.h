@@ -73,6 +73,7 @@ struct tgs_options {
     int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
     int fit_budget;             /* TGS_FIT_BUDGET (default 1): overrun budget of FIT */
+    char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
 };
 
@@ -112,6 +113,7 @@ struct tgs_fit {
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
     double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
     uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
+    int trace_fd;               /* TGS_FIT_TRACE: 0 = not opened yet, -1 = off */
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 
@@ -358,6 +360,7 @@ bool tgs_prod_busy(void);            /* any production job of the device has wor
 uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle);
 uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
+uint64_t tgs_prod_gap_last(void);   /* the latest gap in the production rings (trace) */
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */
 const uint32_t *tgs_prod_futex(uint32_t *val); /* a busy production pub's idle_futex */
 

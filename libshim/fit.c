@@ -34,8 +34,17 @@
  *     of wall time (production's allowance, the policy's 3 % target), up to
  *     OVERRUN_CAP_NS (a full budget lets any one launch go), and every launch
  *     that does not fit (this rule, the starvation bound) spends its
- *     predicted overrun (TGS_FIT_BUDGET=0: no budget);
- *   - at gate_max_wait_us it goes anyway (starvation bound).
+ *     predicted overrun (TGS_FIT_BUDGET=0: no budget).  The allowance is
+ *     shared: OVERRUN_FRAC / the opportunistic jobs listed on the device;
+ *   - past gate_max_wait_us a launch goes as soon as the budget covers its
+ *     predicted overrun (all of it while production is busy), and anyway at
+ *     the starvation bound, gate_max_wait_us + est x work / the allowance:
+ *     by then the budget has regained a whole kernel's worth, so the bound
+ *     only fires when the estimate grew meanwhile (or after HARD_MAX_NS).
+ *     Kernels that never fit a gap thus cost production at most its
+ *     allowance, and still go at a rate of one per (overrun / allowance).
+ *     TGS_FIT_BUDGET=gap (the former rule): the budget governs only the
+ *     start-of-gap rule; at gate_max_wait_us a launch goes anyway.
  * With several opportunistic jobs the controller gives each process a gap
  * mask (slot.gap_mask): in the first half it only opens gaps it owns, or
  * gaps whose owner left them unclaimed (gap_mine).
@@ -56,6 +65,14 @@
 #define EST_DOWN 0.125               /* weight of a lower clean sample */
 #define OVERRUN_FRAC 0.03            /* ns of delay to production allowed per ns */
 #define OVERRUN_CAP_NS 20000000.0    /* the most the budget saves up */
+#define HARD_MAX_NS 10000000000ull   /* the starvation bound is never later than this */
+
+/* This process's share of production's allowance: the device's opportunistic jobs split it. */
+static double allowance(void)
+{
+    int n = tgs_opp_jobs();
+    return OVERRUN_FRAC / (n > 1 ? n : 1);
+}
 
 /* The budget, accrued up to now; caller holds mu. */
 static double budget_locked(uint64_t now)
@@ -64,7 +81,7 @@ static double budget_locked(uint64_t now)
     if (!f->overrun_t)
         f->overrun_budget = OVERRUN_CAP_NS;
     else if (now > f->overrun_t)
-        f->overrun_budget += (double)(now - f->overrun_t) * OVERRUN_FRAC;
+        f->overrun_budget += (double)(now - f->overrun_t) * allowance();
     if (f->overrun_budget > OVERRUN_CAP_NS)
         f->overrun_budget = OVERRUN_CAP_NS;
     f->overrun_t = now;
@@ -87,6 +104,25 @@ static double overrun_ns(uint64_t now, uint64_t work)
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     double over = (double)base + run - (double)gap_end;
     return over > 0.0 ? (over < run ? over : run) : 0.0;
+}
+
+/* Does the budget pay for a launch going now?  A full budget lets any one launch go (a
+ * kernel longer than the cap could never go otherwise); caller holds mu. */
+static bool covered(uint64_t now, uint64_t work)
+{
+    double b = budget_locked(now);
+    return b >= overrun_ns(now, work) || b >= OVERRUN_CAP_NS;
+}
+
+/* The starvation bound of one launch: gate_max_wait_us, and with the budget governing it
+ * (the default) as long again as the budget needs to regain this kernel; caller holds mu. */
+static uint64_t bound_ns(uint64_t max_ns, uint64_t work)
+{
+    if (tgs_g.opt.fit_budget != TGS_FIT_BUDGET_BOUND || tgs_g.fit.est == 0.0)
+        return max_ns;
+    double extra = tgs_g.fit.est * (double)work / allowance();
+    uint64_t hard = extra >= (double)HARD_MAX_NS ? HARD_MAX_NS : max_ns + (uint64_t)extra;
+    return hard < HARD_MAX_NS ? hard : (max_ns > HARD_MAX_NS ? max_ns : HARD_MAX_NS);
 }
 
 /* What the last sample measured, if it is complete; caller holds mu. */
@@ -147,7 +183,7 @@ enum verdict {
     GO_OUTLASTED,   /* 'O' a gap that outlasted the history, nothing of ours queued */
     GO_FRESH,       /* 'S' second half: start of a gap, the budget covers it */
     GO_LATE,        /* 'L' second half: an outlasted gap */
-    GO_BUDGET,      /* 'B' past max wait, the budget covers it (TGS_FIT_BUDGET=2) */
+    GO_BUDGET,      /* 'B' past max wait, the budget covers it */
     GO_BOUND,       /* 'X' the starvation bound */
 };
 static const char VERDICT_CH[] = "-FNPOSLBX";
@@ -191,8 +227,7 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
             return WAIT_MORE;
         if (!tgs_g.opt.fit_budget)
             return GO_FRESH;
-        double b = budget_locked(now);  /* a full budget lets any one launch go */
-        return b >= overrun_ns(now, work) || b >= OVERRUN_CAP_NS ? GO_FRESH : WAIT_MORE;
+        return covered(now, work) ? GO_FRESH : WAIT_MORE;
     }
     if (!gap_mine(age))
         return WAIT_MORE;
@@ -262,19 +297,20 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
     uint64_t start = tgs_now_ns(), now = start;
     pthread_mutex_lock(&f->mu);
-    /* TGS_FIT_BUDGET=2: past max wait, a launch still waits for the budget, up to 4 x */
-    uint64_t hard = tgs_g.opt.fit_budget == 2 ? 4 * max_ns : max_ns;
     enum verdict v;
+    uint64_t hard = max_ns;
     for (;;) {
         poll_locked();
         uint64_t waited = now - start;
+        hard = bound_ns(max_ns, work);
         if (waited >= hard) {
             v = GO_BOUND;
             break;
         }
         if ((v = judge(now, work, waited >= max_ns / 2)) != WAIT_MORE)
             break;
-        if (waited >= max_ns && budget_locked(now) >= overrun_ns(now, work)) {
+        if (waited >= max_ns && tgs_g.opt.fit_budget == TGS_FIT_BUDGET_BOUND &&
+            covered(now, work)) {
             v = GO_BUDGET;
             break;
         }

@@ -37,7 +37,8 @@
  *     predicted overrun (TGS_FIT_BUDGET=0: no budget).  The allowance is
  *     shared: OVERRUN_FRAC / the opportunistic jobs listed on the device;
  *   - past gate_max_wait_us a launch goes as soon as the budget covers its
- *     predicted overrun (all of it while production is busy), and anyway at
+ *     predicted overrun (all of it while production is busy; a merely full
+ *     budget lets it go only at the start of a gap, as above), and anyway at
  *     the starvation bound, gate_max_wait_us + est x work / the allowance:
  *     by then the budget has regained a whole kernel's worth, so the bound
  *     only fires when the estimate grew meanwhile (or after HARD_MAX_NS).
@@ -122,7 +123,9 @@ static uint64_t bound_ns(uint64_t max_ns, uint64_t work)
         return max_ns;
     double extra = tgs_g.fit.est * (double)work / allowance();
     uint64_t hard = extra >= (double)HARD_MAX_NS ? HARD_MAX_NS : max_ns + (uint64_t)extra;
-    return hard < HARD_MAX_NS ? hard : (max_ns > HARD_MAX_NS ? max_ns : HARD_MAX_NS);
+    if (hard > HARD_MAX_NS)
+        hard = HARD_MAX_NS;
+    return hard > max_ns ? hard : max_ns;
 }
 
 /* What the last sample measured, if it is complete; caller holds mu. */
@@ -271,11 +274,10 @@ static int commit(uint64_t now, uint64_t work, CUstream stream)
 static void trace_locked(uint64_t now, uint64_t start, enum verdict v, uint64_t work)
 {
     struct tgs_fit *f = &tgs_g.fit;
-    if (!f->trace_fd)
-        f->trace_fd = tgs_g.opt.fit_trace[0]
-                          ? open(tgs_g.opt.fit_trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                                 0600)
-                          : -1;
+    if (!f->trace_tried) {
+        f->trace_tried = 1;
+        f->trace_fd = open(tgs_g.opt.fit_trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    }
     if (f->trace_fd < 0)
         return;
     uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
@@ -309,8 +311,10 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
         }
         if ((v = judge(now, work, waited >= max_ns / 2)) != WAIT_MORE)
             break;
+        /* past the max wait: whenever the budget pays for it (a merely full budget only
+         * at the start of a gap, above, where the launch overruns least) */
         if (waited >= max_ns && tgs_g.opt.fit_budget == TGS_FIT_BUDGET_BOUND &&
-            covered(now, work)) {
+            budget_locked(now) >= overrun_ns(now, work)) {
             v = GO_BUDGET;
             break;
         }
@@ -373,5 +377,5 @@ void tgs_fit_reset(void)
     f->launches = f->q_until_ns = f->overrun_t = 0;
     f->overrun_budget = 0.0;
     f->est = 0.0;
-    f->trace_fd = 0;    /* the parent's descriptor is inherited: reopened, same file */
+    f->trace_tried = 0; /* the parent's descriptor is inherited: reopened, same file */
 }

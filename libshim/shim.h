@@ -116,7 +116,7 @@ struct tgs_fit {
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
     double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
     uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
-    int trace_fd;               /* TGS_FIT_TRACE: 0 = not opened yet, -1 = off */
+    int trace_tried, trace_fd;  /* TGS_FIT_TRACE opened (once per process), its fd or -1 */
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 

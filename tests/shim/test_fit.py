@@ -319,6 +319,8 @@ def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp,
         list_jobs(played.dev, played.seg, seg, other)
     if budget:
         env = dict(env, TGS_FIT_BUDGET=budget)
+    trace = seg.path.with_name("fit-trace.txt")
+    env = dict(env, TGS_FIT_TRACE=str(trace))
     p = Probe(probe_bin, env, "init", "launch:1:60000:1000",
               "ready", "timed:1:60000:1000", "timed:1:60000:1000", "sync")
     stop = threading.Event()
@@ -339,6 +341,11 @@ def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp,
         first, second = p.timed_ns(), p.timed_ns()
         assert 0.15e9 <= first < 0.39e9, first        # second half, not the bound
         assert lo <= second < hi, second
+        # why each went (TGS_FIT_TRACE): before any gap history, then the start of a gap twice (a
+        # full budget does not pay for 41-60 ms, so it lets a launch go only at the start of a
+        # gap), except that with the former rule the second goes at the starvation bound
+        reasons = [ln.split()[2] for ln in trace.read_text().splitlines()]
+        assert reasons == ["N", "S", "X" if budget == "gap" else "S"], reasons
     finally:
         stop.set()
         if t.is_alive():

@@ -81,7 +81,7 @@ def resolve_gpu(mode: str) -> str:
 # Shim settings a benchmark run passes on to its jobs (e.g. `TGS_DRAIN=0 python -m
 # tgs.bench.main ...`: production seen idle at its synchronize calls only, as before the GPU-side
 # drain detection; docs/segment.md "Gating").
-SHIM_KNOBS = ("TGS_DRAIN", "TGS_DRAIN_SETTLE_US", "TGS_FIT_BUDGET")
+SHIM_KNOBS = ("TGS_DRAIN", "TGS_DRAIN_SETTLE_US", "TGS_FIT_BUDGET", "TGS_FIT_TRACE")
 
 
 def job_env(gpu: str, sim_state: Path | None) -> dict[str, str]:
@@ -100,6 +100,9 @@ def job_env(gpu: str, sim_state: Path | None) -> dict[str, str]:
 
 
 BusySeries = list[tuple[float, float]]
+
+
+FIRST_SAMPLE_S = 0.005
 
 
 class Sampler:
@@ -129,7 +132,9 @@ class Sampler:
                 self._sample()
             except Exception as exc:     # never take the benchmark down: record and go on
                 self.error = f"{exc.__class__.__name__}: {exc}"
-            self._stop.wait(self.every)
+            # until the first sample, look often: a window that starts before it would read
+            # the busy time in between as idle (the series is clamped at its first sample)
+            self._stop.wait(self.every if self.device else min(self.every, FIRST_SAMPLE_S))
 
     def _add(self, t: float, dev_busy: float, procs: dict[int, float]) -> None:
         if self.device and t <= self.device[-1][0]:

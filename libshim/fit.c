@@ -34,8 +34,18 @@
  *     of wall time (production's allowance, the policy's 3 % target), up to
  *     OVERRUN_CAP_NS (a full budget lets any one launch go), and every launch
  *     that does not fit (this rule, the starvation bound) spends its
- *     predicted overrun (TGS_FIT_BUDGET=0: no budget);
- *   - at gate_max_wait_us it goes anyway (starvation bound).
+ *     predicted overrun (TGS_FIT_BUDGET=0: no budget).  The allowance is
+ *     shared: OVERRUN_FRAC / the opportunistic jobs listed on the device;
+ *   - past gate_max_wait_us a launch goes as soon as the budget covers its
+ *     predicted overrun (all of it while production is busy; a merely full
+ *     budget lets it go only at the start of a gap, as above), and anyway at
+ *     the starvation bound, gate_max_wait_us + est x work / the allowance:
+ *     by then the budget has regained a whole kernel's worth, so the bound
+ *     only fires when the estimate grew meanwhile (or after HARD_MAX_NS).
+ *     Kernels that never fit a gap thus cost production at most its
+ *     allowance, and still go at a rate of one per (overrun / allowance).
+ *     TGS_FIT_BUDGET=gap (the former rule): the budget governs only the
+ *     start-of-gap rule; at gate_max_wait_us a launch goes anyway.
  * With several opportunistic jobs the controller gives each process a gap
  * mask (slot.gap_mask): in the first half it only opens gaps it owns, or
  * gaps whose owner left them unclaimed (gap_mine).
@@ -44,6 +54,10 @@
  * Sequence numbers ("busy_seq") are the device's gap sequence,
  * tgs_prod_seq(): the sum of the production pubs' busy_seq.
  */
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
 #include "shim.h"
 
 #define GATE_STEP_NS 60000ull
@@ -52,6 +66,14 @@
 #define EST_DOWN 0.125               /* weight of a lower clean sample */
 #define OVERRUN_FRAC 0.03            /* ns of delay to production allowed per ns */
 #define OVERRUN_CAP_NS 20000000.0    /* the most the budget saves up */
+#define HARD_MAX_NS 10000000000ull   /* the starvation bound is never later than this */
+
+/* This process's share of production's allowance: the device's opportunistic jobs split it. */
+static double allowance(void)
+{
+    int n = tgs_opp_jobs();
+    return OVERRUN_FRAC / (n > 1 ? n : 1);
+}
 
 /* The budget, accrued up to now; caller holds mu. */
 static double budget_locked(uint64_t now)
@@ -60,7 +82,7 @@ static double budget_locked(uint64_t now)
     if (!f->overrun_t)
         f->overrun_budget = OVERRUN_CAP_NS;
     else if (now > f->overrun_t)
-        f->overrun_budget += (double)(now - f->overrun_t) * OVERRUN_FRAC;
+        f->overrun_budget += (double)(now - f->overrun_t) * allowance();
     if (f->overrun_budget > OVERRUN_CAP_NS)
         f->overrun_budget = OVERRUN_CAP_NS;
     f->overrun_t = now;
@@ -83,6 +105,27 @@ static double overrun_ns(uint64_t now, uint64_t work)
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     double over = (double)base + run - (double)gap_end;
     return over > 0.0 ? (over < run ? over : run) : 0.0;
+}
+
+/* Does the budget pay for a launch going now?  A full budget lets any one launch go (a
+ * kernel longer than the cap could never go otherwise); caller holds mu. */
+static bool covered(uint64_t now, uint64_t work)
+{
+    double b = budget_locked(now);
+    return b >= overrun_ns(now, work) || b >= OVERRUN_CAP_NS;
+}
+
+/* The starvation bound of one launch: gate_max_wait_us, and with the budget governing it
+ * (the default) as long again as the budget needs to regain this kernel; caller holds mu. */
+static uint64_t bound_ns(uint64_t max_ns, uint64_t work)
+{
+    if (tgs_g.opt.fit_budget != TGS_FIT_BUDGET_BOUND || tgs_g.fit.est == 0.0)
+        return max_ns;
+    double extra = tgs_g.fit.est * (double)work / allowance();
+    uint64_t hard = extra >= (double)HARD_MAX_NS ? HARD_MAX_NS : max_ns + (uint64_t)extra;
+    if (hard > HARD_MAX_NS)
+        hard = HARD_MAX_NS;
+    return hard > max_ns ? hard : max_ns;
 }
 
 /* What the last sample measured, if it is complete; caller holds mu. */
@@ -134,7 +177,19 @@ static bool events_ready(void)
     return true;
 }
 
-enum verdict { WAIT_MORE = 0, GO };
+/* Why a launch went (TGS_FIT_TRACE's reason column). */
+enum verdict {
+    WAIT_MORE = 0,
+    GO_FIT,         /* 'F' first half: it fits the predicted gap */
+    GO_NOHIST,      /* 'N' no gap history: plain WAIT */
+    GO_FIRST,       /* 'P' the first sample (no estimate yet) */
+    GO_OUTLASTED,   /* 'O' a gap that outlasted the history, nothing of ours queued */
+    GO_FRESH,       /* 'S' second half: start of a gap, the budget covers it */
+    GO_LATE,        /* 'L' second half: an outlasted gap */
+    GO_BUDGET,      /* 'B' past max wait, the budget covers it */
+    GO_BOUND,       /* 'X' the starvation bound */
+};
+static const char VERDICT_CH[] = "-FNPOSLBX";
 
 /* Weighted sharing of the gaps among opportunistic jobs (ctl line gap_mask):
  * a gap belongs to the processes whose mask has bit (gap sequence) % 64;
@@ -165,28 +220,27 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     uint64_t idle = 0;
     uint64_t gap_end = tgs_prod_gap_end(now, &idle);
     if (!gap_end)
-        return GO;                                   /* no history: plain WAIT */
+        return GO_NOHIST;                            /* no history: plain WAIT */
     uint64_t age = now > idle ? now - idle : 0;
     int outlasted = age > 2 * tgs_prod_gap_max();
     if (second) {
         if (outlasted)
-            return GO;
+            return GO_LATE;
         if (age > FRESH_NS)
             return WAIT_MORE;
         if (!tgs_g.opt.fit_budget)
-            return GO;
-        double b = budget_locked(now);  /* a full budget lets any one launch go */
-        return b >= overrun_ns(now, work) || b >= OVERRUN_CAP_NS ? GO : WAIT_MORE;
+            return GO_FRESH;
+        return covered(now, work) ? GO_FRESH : WAIT_MORE;
     }
     if (!gap_mine(age))
         return WAIT_MORE;
     if (f->est == 0.0)                               /* first sample still running */
-        return f->pending ? WAIT_MORE : GO;
+        return f->pending ? WAIT_MORE : GO_FIRST;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     if (outlasted)
-        return base == now ? GO : WAIT_MORE;
+        return base == now ? GO_OUTLASTED : WAIT_MORE;
     double end = (double)base + f->est * (double)work;
-    return end <= (double)gap_end ? GO : WAIT_MORE;
+    return end <= (double)gap_end ? GO_FIT : WAIT_MORE;
 }
 
 /* Charge the launch to our queue and maybe start a sample; caller holds mu. */
@@ -213,6 +267,29 @@ static int commit(uint64_t now, uint64_t work, CUstream stream)
     return 1;
 }
 
+/* TGS_FIT_TRACE: one line per gated launch, for measuring where production's gaps go
+ * (bench/fit_accounting.py): when it went, the gap it went into and what FIT predicted.
+ * Columns: now_ns waited_ns reason seq prod_busy idle_since_ns gap_end_ns est_ns_per_unit
+ * work queue_end_ns budget_ns last_gap_ns.  Caller holds mu. */
+static void trace_locked(uint64_t now, uint64_t start, enum verdict v, uint64_t work)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (!f->trace_tried) {
+        f->trace_tried = 1;
+        f->trace_fd = open(tgs_g.opt.fit_trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    }
+    if (f->trace_fd < 0)
+        return;
+    uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
+    uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
+    dprintf(f->trace_fd, "%llu %llu %c %llu %d %llu %llu %.4f %llu %llu %.0f %llu\n",
+            (unsigned long long)now, (unsigned long long)(now - start), VERDICT_CH[v],
+            (unsigned long long)tgs_prod_seq(), (int)tgs_prod_busy(), (unsigned long long)idle,
+            (unsigned long long)gap_end, f->est, (unsigned long long)work,
+            (unsigned long long)(base + (uint64_t)(f->est * (double)work)), f->overrun_budget,
+            (unsigned long long)tgs_prod_gap_last());
+}
+
 int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
 {
     if (!tgs_gate_on())
@@ -222,15 +299,25 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     uint64_t max_ns = (uint64_t)TGS_RELAXED_LOAD(&h->gate_max_wait_us) * 1000ull;
     uint64_t start = tgs_now_ns(), now = start;
     pthread_mutex_lock(&f->mu);
-    /* TGS_FIT_BUDGET=2: past max wait, a launch still waits for the budget, up to 4 x */
-    uint64_t hard = tgs_g.opt.fit_budget == 2 ? 4 * max_ns : max_ns;
+    enum verdict v;
+    uint64_t hard = max_ns;
     for (;;) {
         poll_locked();
         uint64_t waited = now - start;
-        if (waited >= hard || judge(now, work, waited >= max_ns / 2) == GO)
+        hard = bound_ns(max_ns, work);
+        if (waited >= hard) {
+            v = GO_BOUND;
             break;
-        if (waited >= max_ns && budget_locked(now) >= overrun_ns(now, work))
+        }
+        if ((v = judge(now, work, waited >= max_ns / 2)) != WAIT_MORE)
             break;
+        /* past the max wait: whenever the budget pays for it (a merely full budget only
+         * at the start of a gap, above, where the launch overruns least) */
+        if (waited >= max_ns && tgs_g.opt.fit_budget == TGS_FIT_BUDGET_BOUND &&
+            budget_locked(now) >= overrun_ns(now, work)) {
+            v = GO_BUDGET;
+            break;
+        }
         pthread_mutex_unlock(&f->mu);
         uint64_t left = hard - waited;
         tgs_gate_sleep(left < GATE_STEP_NS ? left : GATE_STEP_NS);
@@ -243,6 +330,8 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     }
     if (tgs_g.pub && !tgs_prod_busy())   /* launching into a gap: claim it, in our own pub */
         __atomic_store_n(&tgs_g.pub->gap_claim, tgs_prod_seq() + 1, __ATOMIC_RELEASE);
+    if (TGS_UNLIKELY(tgs_g.opt.fit_trace[0]))
+        trace_locked(now, start, v, work);
     int sampled = commit(now, work, stream);
     pthread_mutex_unlock(&f->mu);
     if (now != start && tgs_g.slot)
@@ -288,4 +377,5 @@ void tgs_fit_reset(void)
     f->launches = f->q_until_ns = f->overrun_t = 0;
     f->overrun_budget = 0.0;
     f->est = 0.0;
+    f->trace_tried = 0; /* the parent's descriptor is inherited: reopened, same file */
 }

@@ -97,7 +97,11 @@ void tgs_options_load(struct tgs_options *o)
     }
 
     const char *fb = getenv("TGS_FIT_BUDGET");
-    o->fit_budget = fb && strcmp(fb, "0") == 0 ? 0 : fb && strcmp(fb, "2") == 0 ? 2 : 1;
+    o->fit_budget = !fb || !*fb ? TGS_FIT_BUDGET_BOUND
+                    : strcmp(fb, "0") == 0 ? TGS_FIT_BUDGET_OFF
+                    : strcmp(fb, "gap") == 0 ? TGS_FIT_BUDGET_GAP : TGS_FIT_BUDGET_BOUND;
+
+    copy_env(o->fit_trace, sizeof(o->fit_trace), "TGS_FIT_TRACE");
 
     const char *dh = getenv("TGS_DEBUG_HITS");
     o->debug_hits = dh && strcmp(dh, "1") == 0;

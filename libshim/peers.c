@@ -161,6 +161,7 @@ static void refresh_locked(uint64_t now)
         return;
     }
     uint64_t next = 0;                        /* the earliest pending retry of a pub */
+    int nopp = 0;
     for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
         struct tgs_peer *e = &P->e[k];
         const struct tgs_dev_job *j = &jobs[k];
@@ -189,6 +190,7 @@ static void refresh_locked(uint64_t now)
         }
         if (!want)
             continue;
+        nopp += j->priority == TGS_PRIORITY_OPPORTUNISTIC;
         if (!up) {                            /* missing or invalid: looked at again later */
             if (!next || e->retry_ns < next)
                 next = e->retry_ns;
@@ -200,6 +202,7 @@ static void refresh_locked(uint64_t now)
         __atomic_store_n(&e->used, 1, __ATOMIC_RELEASE);
     }
     P->retry_ns = next;
+    __atomic_store_n(&P->nopp, nopp, __ATOMIC_RELAXED);
     P->list_seq = seq;
 }
 
@@ -324,6 +327,20 @@ uint64_t tgs_prod_gap_max(void)
     return hi;
 }
 
+uint64_t tgs_prod_gap_last(void)
+{
+    uint64_t last = 0;
+    if (tgs_g.peers.region)
+        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
+            if (is_prod(k)) {
+                const struct tgs_pub *p = pub_at(k);
+                uint64_t i = __atomic_load_n(&p->gap_idx, __ATOMIC_RELAXED);
+                if (i)
+                    last = __atomic_load_n(&p->gap_ns[(i - 1) % TGS_GAP_RING], __ATOMIC_RELAXED);
+            }
+    return last;
+}
+
 uint64_t tgs_prod_seq(void)
 {
     uint64_t sum = 0;
@@ -332,6 +349,12 @@ uint64_t tgs_prod_seq(void)
             if (is_prod(k))
                 sum += __atomic_load_n(&pub_at(k)->busy_seq, __ATOMIC_ACQUIRE);
     return sum;
+}
+
+int tgs_opp_jobs(void)
+{
+    /* from the controller's table, not the pubs: a job whose page is missing still counts */
+    return __atomic_load_n(&tgs_g.peers.nopp, __ATOMIC_RELAXED);
 }
 
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned)

@@ -61,6 +61,9 @@ enum tgs_hook_id {
 enum tgs_log_level { TGS_LOG_ERROR = 0, TGS_LOG_WARN, TGS_LOG_INFO, TGS_LOG_DEBUG };
 
 /* What the environment said, read once (options.c). */
+/* TGS_FIT_BUDGET: 0 = no overrun budget; gap = it governs only FIT's start-of-gap rule;
+ * default = also the starvation bound (fit.c) */
+enum { TGS_FIT_BUDGET_OFF = 0, TGS_FIT_BUDGET_GAP = 1, TGS_FIT_BUDGET_BOUND = 2 };
 struct tgs_options {
     char segment_path[4096];    /* TGS_SEGMENT, "" = none */
     char ctl_path[4096];        /* TGS_CTL, "" = the segment path with .seg -> .ctl */
@@ -72,7 +75,8 @@ struct tgs_options {
     int debug_hits;             /* TGS_DEBUG_HITS=1: count hook calls (tests) */
     int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
-    int fit_budget;             /* TGS_FIT_BUDGET (default 1): overrun budget of FIT */
+    int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
+    char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
     char parts[16384];          /* TGS_PARTS: a multi-device job's .seg paths, ';' (parts.c) */
 };
@@ -114,6 +118,7 @@ struct tgs_fit {
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
     double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
     uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
+    int trace_tried, trace_fd;  /* TGS_FIT_TRACE opened (once per process), its fd or -1 */
 };
 enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
 
@@ -166,6 +171,7 @@ struct tgs_peers {
     int guard;                  /* the SIGBUS handler is installed */
     uint64_t guard_checked_ns;  /* when the handler was last seen in place */
     uint64_t retry_ns;          /* a missing/invalid file is looked at again then (0 = none) */
+    int nopp;                   /* opportunistic jobs the device table lists (mapped or not) */
     struct tgs_peer e[TGS_DEV_MAX_JOBS];
 };
 
@@ -377,6 +383,8 @@ bool tgs_prod_busy(void);            /* any production job of the device has wor
 uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle);
 uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
+uint64_t tgs_prod_gap_last(void);   /* the latest gap in the production rings (trace) */
+int tgs_opp_jobs(void);             /* opportunistic jobs the device table lists */
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */
 const uint32_t *tgs_prod_futex(uint32_t *val); /* a busy production pub's idle_futex */
 

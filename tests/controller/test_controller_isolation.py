@@ -187,7 +187,9 @@ def test_lying_counters_are_limited_not_believed(tmp_path: Path) -> None:
                 s = seg.tenant_slot(0)
                 s.mem_used = (1 << 64) - 1
                 s.lanes[0].work = 1 << 63             # a jump no GPU can make
-                assert wait_for(lambda: c.list()[0].get("work_rate", 0) > 0)
+                # the rate shows the jump for one control period only (a poll can miss it on a
+                # loaded machine); the total keeps growing, at a plausible rate, while the lie stands
+                assert wait_for(lambda: (c.list()[0].get("work_total") or 0) > 0)
                 rates = []
                 for _ in range(5):
                     j = c.list()[0]

@@ -224,6 +224,7 @@ TGS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 
 TGS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    tgs_oversub_forget(dptr); /* no prefetch of it from now on (oversub_watch.c) */
     FREE_BODY(cuMemFree_v2, TGS_KIND_DPTR, dptr, (dptr));
 }
 

@@ -73,6 +73,8 @@ struct tgs_options {
     int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
     int fit_budget;             /* TGS_FIT_BUDGET (default 1): overrun budget of FIT */
+    uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */
+    uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 2000): longest guard pause */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
 };
 
@@ -93,6 +95,23 @@ struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, c
 
 
 #define TGS_INFLIGHT_EVENTS 64
+
+/* Oversubscription's watch (oversub_watch.c): the job's managed ranges, which
+ * of them are believed resident, and the thrashing guard.  Under mu; `next`
+ * is read relaxed by the synchronize hooks first. */
+struct tgs_orange { uint64_t ptr, bytes, in; }; /* in: prefix believed resident */
+struct tgs_oversub {
+    pthread_mutex_t mu;
+    struct tgs_orange *r;
+    size_t n, cap;
+    uint64_t next_ns;           /* no look before this */
+    uint64_t last_free;         /* device free memory at the last look (UINT64_MAX: none) */
+    CUcontext ctx;              /* the prefetch stream's context */
+    CUstream stream;            /* the job's own prefetch stream (NULL: not made yet) */
+    int dev;
+    int thrash;                 /* consecutive looks that found the working set short */
+    uint64_t prefetched, pauses; /* bytes prefetched, guard pauses (logged) */
+};
 
 /* Gap-fit (fit.c): this process's GPU time per work unit, learned from one
  * timed event pair around a sampled launch, and a model of when the work it
@@ -235,6 +254,7 @@ struct tgs_global {
     int captures;
 
     struct tgs_nvml nvml;       /* NVML view (nvml_real.c) */
+    struct tgs_oversub oversub; /* oversub_watch.c */
 };
 
 struct tgs_thread {
@@ -329,6 +349,11 @@ uint64_t tgs_oversub_limit(void); /* the ledger's limit: mem_total when on, else
 CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes);
 CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                  unsigned int elem);
+/* oversub_watch.c: remember / forget a managed range; after a successful synchronize
+ * (slow path only): prefetch back what fits, and the thrashing guard */
+void tgs_oversub_track(uint64_t ptr, uint64_t bytes);
+void tgs_oversub_forget(uint64_t ptr);
+void tgs_oversub_synced(void);
 
 /* ptrmap.c */
 void tgs_ptrmap_put(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t bytes);

@@ -33,6 +33,8 @@
     X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) \
     X(cuMemFree) X(cuMemFree_v2) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
     X(cuArrayDestroy) X(cuMipmappedArrayDestroy) \
+    X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemHostRegister_v2) \
+    X(cuMemFreeHost) X(cuMemHostUnregister) \
     X(cuMemGetInfo) X(cuMemGetInfo_v2) X(cuDeviceTotalMem) X(cuDeviceTotalMem_v2) \
     X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
     X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) \
@@ -88,7 +90,8 @@ struct tgs_real {
 /* Pointer -> bytes charged (ptrmap.c); kind separates address spaces. */
 enum tgs_alloc_kind {
     TGS_KIND_DPTR = 1, TGS_KIND_HANDLE, TGS_KIND_ARRAY, TGS_KIND_MIPMAP,
-    TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS /* graph.c: exec -> work, kernel count */
+    TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS, /* graph.c: exec -> work, kernel count */
+    TGS_KIND_PINNED             /* pinned.c: page-locked host memory */
 };
 struct tgs_ptr_entry { uint64_t key; uint64_t bytes; uint32_t kind; uint32_t used; };
 struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, count; };
@@ -343,6 +346,9 @@ int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */
 void tgs_mem_release(uint64_t bytes);
 void tgs_mem_adjust(uint64_t reserved, uint64_t actual);
 int tgs_mem_view(uint64_t *quota, uint64_t *used); /* 1 if a quota applies */
+/* page-locked host memory against ctl.host_pinned_max (pinned.c): 0 admitted, -1 refused */
+int tgs_pinned_admit(uint64_t bytes);
+void tgs_pinned_release(uint64_t bytes);
 /* oversub.c: an opportunistic job with ctl.mem_total set gets managed memory */
 int tgs_oversub_on(void);
 uint64_t tgs_oversub_limit(void); /* the ledger's limit: mem_total when on, else mem_quota */

@@ -67,11 +67,23 @@ TGS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
 
 TGS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+    tgs_ensure_init();
+    /* oversub.c: managed memory, freed after its stream's work (not into a capture: there
+     * it is a graph's allocation node) */
+    if (tgs_oversub_on() && !tgs_capture_any()) {
+        TGS_HIT(cuMemAllocAsync);
+        return tgs_oversub_alloc_async(dptr, bytesize, hStream);
+    }
     ALLOC_BODY(cuMemAllocAsync, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize, hStream));
 }
 
 TGS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+    tgs_ensure_init();
+    if (tgs_oversub_on() && !tgs_capture_any()) {
+        TGS_HIT(cuMemAllocAsync_ptsz);
+        return tgs_oversub_alloc_async(dptr, bytesize, hStream);
+    }
     ALLOC_BODY(cuMemAllocAsync_ptsz, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize, hStream));
 }
 
@@ -235,11 +247,23 @@ TGS_EXPORT CUresult cuMemFree(unsigned int dptr)
 
 TGS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
+    CUresult r;
+    tgs_ensure_init();
+    if (tgs_oversub_free_async(dptr, hStream, 0, &r)) {
+        TGS_HIT(cuMemFreeAsync);
+        return r;
+    }
     FREE_BODY(cuMemFreeAsync, TGS_KIND_DPTR, dptr, (dptr, hStream));
 }
 
 TGS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
+    CUresult r;
+    tgs_ensure_init();
+    if (tgs_oversub_free_async(dptr, hStream, 1, &r)) {
+        TGS_HIT(cuMemFreeAsync_ptsz);
+        return r;
+    }
     FREE_BODY(cuMemFreeAsync_ptsz, TGS_KIND_DPTR, dptr, (dptr, hStream));
 }
 

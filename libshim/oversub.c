@@ -71,3 +71,48 @@ CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
         *pitch = (size_t)p;
     return r;
 }
+
+/*
+ * Stream-ordered allocations (cuMemAllocAsync, from the device's current pool):
+ * managed memory too, allocated at once (valid before its stream reaches the
+ * call: stream order only asks that it be usable from there on).  Its free,
+ * cuMemFreeAsync, waits for the stream's work queued so far, then frees: the
+ * memory may be in use by that work.  Explicit pools (cuMemAllocFromPoolAsync)
+ * stay device memory: a pool may promise IPC export handles or a location
+ * managed memory cannot keep (docs/oversubscription.md).
+ */
+CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream stream)
+{
+    (void)stream;
+    if (!dptr || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = tgs_oversub_alloc(dptr, bytes);
+    if (r == CUDA_SUCCESS)
+        tgs_ptrmap_put(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)*dptr, bytes);
+    return r;
+}
+
+/* 1 when dptr was converted by tgs_oversub_alloc_async (then *r is the free's result). */
+int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r)
+{
+    uint64_t b;
+    if (!tgs_ptrmap_get(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)dptr, &b))
+        return 0;
+    CUresult s = ptsz ? (tgs_g.real.cuStreamSynchronize_ptsz
+                             ? tgs_g.real.cuStreamSynchronize_ptsz(stream)
+                             : CUDA_ERROR_NOT_SUPPORTED)
+                      : (tgs_g.real.cuStreamSynchronize ? tgs_g.real.cuStreamSynchronize(stream)
+                                                        : CUDA_ERROR_NOT_SUPPORTED);
+    if (s != CUDA_SUCCESS) { /* a bad stream: the pointer stays allocated, as the driver would */
+        *r = s;
+        return 1;
+    }
+    tgs_oversub_forget(dptr);
+    *r = tgs_g.real.cuMemFree_v2 ? tgs_g.real.cuMemFree_v2(dptr) : CUDA_ERROR_NOT_SUPPORTED;
+    if (*r == CUDA_SUCCESS) {
+        tgs_ptrmap_take(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)dptr, &b);
+        if (tgs_ptrmap_take(&tgs_g.ptrs, TGS_KIND_DPTR, (uint64_t)dptr, &b))
+            tgs_mem_release(b);
+    }
+    return 1;
+}

@@ -91,7 +91,8 @@ struct tgs_real {
 enum tgs_alloc_kind {
     TGS_KIND_DPTR = 1, TGS_KIND_HANDLE, TGS_KIND_ARRAY, TGS_KIND_MIPMAP,
     TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS, /* graph.c: exec -> work, kernel count */
-    TGS_KIND_PINNED             /* pinned.c: page-locked host memory */
+    TGS_KIND_PINNED,            /* pinned.c: page-locked host memory */
+    TGS_KIND_ASYNC_MANAGED      /* oversub.c: a cuMemAllocAsync made managed */
 };
 struct tgs_ptr_entry { uint64_t key; uint64_t bytes; uint32_t kind; uint32_t used; };
 struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, count; };
@@ -355,6 +356,8 @@ uint64_t tgs_oversub_limit(void); /* the ledger's limit: mem_total when on, else
 CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes);
 CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                  unsigned int elem);
+CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream stream);
+int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r);
 /* oversub_watch.c: remember / forget a managed range; after a successful synchronize
  * (slow path only): prefetch back what fits, and the thrashing guard */
 void tgs_oversub_track(uint64_t ptr, uint64_t bytes);

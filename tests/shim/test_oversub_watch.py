@@ -173,3 +173,25 @@ def test_killed_mid_prefetch_leaks_nothing(tmp_path: Path, env: dict[str, str],
     again = agent(closing, {**oe, **slow})  # the job's next process reclaims the slot
     again.ok("info")
     assert seg.ledger()[0] == 0
+
+
+def test_stream_ordered_allocations_become_managed(
+        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
+    slow = {"TGS_SIM_NS_PER_THREAD": "200000000", "TGS_OVERSUB_PAUSE_MS": "0"}  # 0.2 s kernel
+    seg, oe = job(tmp_path, closing, env, "opp", segment.PRIORITY_OPPORTUNISTIC, 96 * MiB)
+    pseg, pe = job(tmp_path, closing, env, "prod", segment.PRIORITY_PRODUCTION)
+    opp, prod = agent(closing, {**oe, **slow}), agent(closing, pe)
+    p = opp.ok("amalloc", 80 * MiB)["ptr"]  # more than the device: managed, admitted
+    assert (dev0(env).managed_used, dev0(env).mem_used) == (80 * MiB, 0)
+    assert seg.ledger()[0] == 80 * MiB
+    opp.ok("launch")  # queued work that may use it: the free waits for it
+    t0 = time.monotonic()
+    opp.ok("afree", p)
+    assert time.monotonic() - t0 >= 0.15
+    assert dev0(env).managed_used == 0
+    assert seg.ledger()[0] == 0
+    q = prod.ok("amalloc", 16 * MiB)["ptr"]  # production: device memory, as before
+    assert (dev0(env).managed_used, dev0(env).mem_used) == (0, 16 * MiB)
+    prod.ok("afree", q)
+    prod.ok("sync")
+    assert pseg.ledger()[0] == 0

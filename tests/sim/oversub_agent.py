@@ -10,6 +10,7 @@ Extra commands, one JSON line back each:
   hostreg N                  -> {"r": code, "ptr": address}  (cuMemHostRegister of N new bytes)
   unreg P                    -> {"r": code}
   launch                     -> {"r": code}        (one 1-thread kernel, not synchronized)
+  amalloc N / afree P        -> cuMemAllocAsync / cuMemFreeAsync on the legacy default stream
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def run(fn: C.c_void_p, words: list[str]) -> dict[str, object]:
         return {"r": r, "ptr": addr}
     if op == "unreg":
         return {"r": ua.call("cuMemHostUnregister", C.c_void_p(a[0]))}
+    if op == "amalloc":
+        q = C.c_uint64()
+        return {"r": ua.call("cuMemAllocAsync", C.byref(q), C.c_size_t(a[0]), None),
+                "ptr": q.value}
+    if op == "afree":
+        return {"r": ua.call("cuMemFreeAsync", C.c_uint64(a[0]), None)}
     if op == "launch":
         return {"r": ua.call("cuLaunchKernel", fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)}
     return ua.run(fn, words)

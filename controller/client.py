@@ -123,10 +123,13 @@ class Client:
     def register(self, name: str, priority: str = "opportunistic", weight: int = 1,
                  mem_quota: int | None = None, device: int | str = 0,
                  ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS,
-                 lease_uid: int | None = None, mem_total: int = 0) -> dict[str, Any]:
+                 lease_uid: int | None = None, mem_total: int = 0,
+                 host_pinned_max: int = 0) -> dict[str, Any]:
         extra: dict[str, Any] = {} if lease_uid is None else {"lease_uid": lease_uid}
         if mem_total:
             extra["mem_total"] = mem_total
+        if host_pinned_max:
+            extra["host_pinned_max"] = host_pinned_max
         return self.call("register", name=name, priority=priority, weight=weight,
                          mem_quota=mem_quota, device=device, ephemeral=ephemeral, nslots=nslots,
                          **extra)

@@ -46,7 +46,7 @@ class Job:
         r = self.rec
         return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
                        r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
-                       self.stats)
+                       self.stats, r.host_pinned_max)
 
 
 class Registry:
@@ -178,7 +178,7 @@ class Registry:
             nslots=req.nslots, segment=str(self.seg_dir / f"{req.name}.seg"),
             created=time.time(),
             lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "",
-            mem_total=req.mem_total)
+            mem_total=req.mem_total, host_pinned_max=req.host_pinned_max)
         self._check_commit(rec, req.id)
         lease = None
         if req.lease_uid is not None:
@@ -251,7 +251,9 @@ class Registry:
             (req.mem_quota if req.mem_quota is not None else old.mem_quota),
             priority=req.priority or old.priority,
             weight=req.weight if req.weight is not None else old.weight,
-            mem_total=req.mem_total if req.mem_total is not None else old.mem_total)
+            mem_total=req.mem_total if req.mem_total is not None else old.mem_total,
+            host_pinned_max=(req.host_pinned_max if req.host_pinned_max is not None
+                             else old.host_pinned_max))
         self._check_commit(new, req.id)
         job.rec = new
         try:

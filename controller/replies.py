@@ -94,6 +94,7 @@ class JobInfo(Reply):
     created: float
     mem_total: int = 0
     stats: JobStats | None = None
+    host_pinned_max: int = 0
     FLATTEN = frozenset({"stats"})
 
 

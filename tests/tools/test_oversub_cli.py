@@ -75,3 +75,20 @@ def test_run_process_sees_its_total(ctl: Ctl, probes: list[Probe]) -> None:
     assert p.info() == (4 * GIB, 24 * GIB)
     assert p.ask(f"alloc {8 * GIB}") == "alloc 2"    # past mem_total
     assert p.close() == 0
+
+
+def test_add_and_set_host_pinned(ctl: Ctl) -> None:
+    """--host-pinned: the job's page-locked host memory limit, stored and written to the .ctl."""
+    def ctl_pinned() -> int:
+        seg = ctl.jobs()["opp"]["segment"]
+        c = control.open_control(control.ctl_path(seg), readonly=True)
+        try:
+            return int(c.header.host_pinned_max)
+        finally:
+            c.close()
+
+    assert ctl.run("tgsctl", "add", "opp", "--host-pinned", "2GiB").returncode == 0
+    assert ctl.jobs()["opp"]["host_pinned_max"] == 2 * GIB
+    assert ctl_pinned() == 2 * GIB
+    assert ctl.run("tgsctl", "set", "opp", "--host-pinned", "0").returncode == 0
+    assert wait_for(lambda: ctl_pinned() == 0, timeout=5)

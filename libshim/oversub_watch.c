@@ -14,12 +14,14 @@
  *  - there is room (free over the margin): prefetch back, on a stream of the
  *    job's own, oldest range first, what fits (a bulk copy instead of the
  *    faults of the next kernels);
- *  - bytes still not back after that: the working set does not fit what is
- *    left on the GPU.  After THRASH_LOOKS such looks in a row the thrashing
- *    guard holds the synchronize (the job launches nothing meanwhile: its
- *    work is done and it waits before the next step) until the look finds
- *    room for all of it, at most TGS_OVERSUB_PAUSE_MS at a time: a job that
- *    never gets its memory back runs one step per pause, never wedges.
+ *  - the device is full and bytes of ours are not back: the working set does
+ *    not fit what is left on the GPU (a device with room is no thrashing: a
+ *    kernel's faults then bring pages in without evicting).  After
+ *    THRASH_LOOKS such looks in a row the thrashing guard holds the
+ *    synchronize (the job launches nothing meanwhile: its work is done and it
+ *    waits before the next step) until a look brings all of it back, at most
+ *    TGS_OVERSUB_PAUSE_MS at a time: a job that never gets its memory back
+ *    runs one step per pause, never wedges.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -46,7 +46,7 @@ class Job:
         r = self.rec
         return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
                        r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
-                       self.stats, r.host_pinned_max)
+                       r.host_pinned_max, self.stats)
 
 
 class Registry:

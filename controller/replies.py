@@ -93,8 +93,8 @@ class JobInfo(Reply):
     state: str
     created: float
     mem_total: int = 0
-    stats: JobStats | None = None
     host_pinned_max: int = 0
+    stats: JobStats | None = None
     FLATTEN = frozenset({"stats"})
 
 

@@ -47,6 +47,9 @@ static uint64_t margin(uint64_t total)
 void tgs_oversub_track(uint64_t ptr, uint64_t bytes)
 {
     struct tgs_oversub *o = ov();
+    CUdevice dev = 0;
+    if (!tgs_g.real.cuCtxGetDevice || tgs_g.real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        dev = 0;
     pthread_mutex_lock(&o->mu);
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 64;
@@ -60,7 +63,7 @@ void tgs_oversub_track(uint64_t ptr, uint64_t bytes)
         o->r = r;
         o->cap = cap;
     }
-    o->r[o->n++] = (struct tgs_orange){ .ptr = ptr, .bytes = bytes, .in = 0 };
+    o->r[o->n++] = (struct tgs_orange){ .ptr = ptr, .bytes = bytes, .in = 0, .dev = (int)dev };
     __atomic_store_n(&o->next_ns, 0, __ATOMIC_RELAXED); /* look at the next synchronize */
     pthread_mutex_unlock(&o->mu);
 }
@@ -81,25 +84,26 @@ void tgs_oversub_forget(uint64_t ptr)
     pthread_mutex_unlock(&o->mu);
 }
 
-/* The job's own prefetch stream in the current context (0), or -1. */
+/* The current context's device and the job's own prefetch stream there (0), or -1. */
 static int ensure_stream_locked(void)
 {
     struct tgs_oversub *o = ov();
     CUcontext cur = NULL;
-    if (!tgs_g.real.cuCtxGetCurrent || tgs_g.real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
-        return -1;
-    if (o->stream && o->ctx == cur)
-        return 0;
     CUdevice dev = 0;
+    if (!tgs_g.real.cuCtxGetCurrent || tgs_g.real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS ||
+        !cur || !tgs_g.real.cuCtxGetDevice || tgs_g.real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+        dev < 0 || dev >= TGS_OVERSUB_DEVS)
+        return -1;
+    o->dev = (int)dev;
+    if (o->d[dev].stream && o->d[dev].ctx == cur)
+        return 0;
     CUstream s = NULL;
-    if (!tgs_g.real.cuCtxGetDevice || tgs_g.real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-        !tgs_g.real.cuStreamCreate ||
+    if (!tgs_g.real.cuStreamCreate ||
         tgs_g.real.cuStreamCreate(&s, TGS_CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
         return -1;
     /* a stream of another context stays with it (destroying it needs that context) */
-    o->stream = s;
-    o->ctx = cur;
-    o->dev = (int)dev;
+    o->d[dev].stream = s;
+    o->d[dev].ctx = cur;
     return 0;
 }
 
@@ -107,10 +111,10 @@ static CUresult prefetch(uint64_t p, uint64_t n)
 {
     struct tgs_oversub *o = ov();
     if (tgs_g.real.cuMemPrefetchAsync)
-        return tgs_g.real.cuMemPrefetchAsync(p, (size_t)n, o->dev, o->stream);
+        return tgs_g.real.cuMemPrefetchAsync(p, (size_t)n, o->dev, o->d[o->dev].stream);
     if (tgs_g.real.cuMemPrefetchAsync_v2) {
         CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = o->dev };
-        return tgs_g.real.cuMemPrefetchAsync_v2(p, (size_t)n, loc, 0, o->stream);
+        return tgs_g.real.cuMemPrefetchAsync_v2(p, (size_t)n, loc, 0, o->d[o->dev].stream);
     }
     return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -123,7 +127,7 @@ static uint64_t bring_back_locked(uint64_t room)
     for (size_t i = 0; i < o->n && room >= PAGE; i++) {
         struct tgs_orange *r = &o->r[i];
         uint64_t n = r->bytes - r->in;
-        if (!n)
+        if (!n || r->dev != o->dev)
             continue;
         if (n > room)
             n = room & ~(PAGE - 1);
@@ -131,7 +135,7 @@ static uint64_t bring_back_locked(uint64_t room)
         if (e != CUDA_SUCCESS) {
             tgs_log(TGS_LOG_INFO, "oversubscription: prefetch of %llu bytes failed: %d",
                     (unsigned long long)n, (int)e);
-            o->stream = NULL; /* made again at the next look */
+            o->d[o->dev].stream = NULL; /* made again at the next look */
             break;
         }
         r->in += n;
@@ -149,21 +153,26 @@ static int look_locked(int strict)
 {
     struct tgs_oversub *o = ov();
     size_t f = 0, t = 0;
-    if (!tgs_g.real.cuMemGetInfo_v2 || tgs_g.real.cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS)
+    /* the current context's device: its free memory, its ranges (a job may use several) */
+    if (ensure_stream_locked() != 0 || !tgs_g.real.cuMemGetInfo_v2 ||
+        tgs_g.real.cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS)
         return 0;
     uint64_t m = margin(t), out = 0;
-    if (f < m && (o->last_free == UINT64_MAX || o->last_free >= m))
+    if (f < m && (!o->d[o->dev].seen || o->d[o->dev].last_free >= m))
         for (size_t i = 0; i < o->n; i++) /* the device filled up: maybe evicted */
-            o->r[i].in = 0;
+            if (o->r[i].dev == o->dev)
+                o->r[i].in = 0;
     for (size_t i = 0; i < o->n; i++)
-        out += o->r[i].bytes - o->r[i].in;
+        if (o->r[i].dev == o->dev)
+            out += o->r[i].bytes - o->r[i].in;
     uint64_t moved = 0;
-    if (out && f > m && ensure_stream_locked() == 0) {
+    if (out && f > m) {
         moved = bring_back_locked(f - m);
         o->prefetched += moved;
         out -= moved;
     }
-    o->last_free = f - moved; /* what we took ourselves is no sign of pressure */
+    o->d[o->dev].last_free = f - moved; /* what we took ourselves is no sign of pressure */
+    o->d[o->dev].seen = 1;
     return strict ? out != 0 : f < m && out != 0;
 }
 

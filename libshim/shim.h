@@ -103,16 +103,23 @@ struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, c
 /* Oversubscription's watch (oversub_watch.c): the job's managed ranges, which
  * of them are believed resident, and the thrashing guard.  Under mu; `next`
  * is read relaxed by the synchronize hooks first. */
-struct tgs_orange { uint64_t ptr, bytes, in; }; /* in: prefix believed resident */
+struct tgs_orange {
+    uint64_t ptr, bytes, in;    /* in: prefix believed resident */
+    int dev;                    /* the device it was allocated on */
+};
+#define TGS_OVERSUB_DEVS 16
 struct tgs_oversub {
     pthread_mutex_t mu;
     struct tgs_orange *r;
     size_t n, cap;
     uint64_t next_ns;           /* no look before this */
-    uint64_t last_free;         /* device free memory at the last look (UINT64_MAX: none) */
-    CUcontext ctx;              /* the prefetch stream's context */
-    CUstream stream;            /* the job's own prefetch stream (NULL: not made yet) */
-    int dev;
+    struct {
+        CUcontext ctx;          /* the prefetch stream's context */
+        CUstream stream;        /* the job's own prefetch stream (NULL: not made yet) */
+        uint64_t last_free;     /* device free memory at the last look */
+        int seen;               /* last_free is set */
+    } d[TGS_OVERSUB_DEVS];      /* per device ordinal */
+    int dev;                    /* the current context's device (the look's) */
     int thrash;                 /* consecutive looks that found the working set short */
     uint64_t prefetched, pauses; /* bytes prefetched, guard pauses (logged) */
 };

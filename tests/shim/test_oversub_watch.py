@@ -184,10 +184,13 @@ def test_stream_ordered_allocations_become_managed(
     p = opp.ok("amalloc", 80 * MiB)["ptr"]  # more than the device: managed, admitted
     assert (dev0(env).managed_used, dev0(env).mem_used) == (80 * MiB, 0)
     assert seg.ledger()[0] == 80 * MiB
+    before = int(opp.ok("busy")["ns"])
     opp.ok("launch")  # queued work that may use it: the free waits for it
-    t0 = time.monotonic()
     opp.ok("afree", p)
-    assert time.monotonic() - t0 >= 0.15
+    # the kernel had completed (its device time accounted) when the free returned
+    # (200 ms of compute plus the bus time of its 80 MiB that are not resident)
+    assert int(opp.ok("busy")["ns"]) - before == pytest.approx(200e6 + mig_ms(80 * MiB) * 1e6,
+                                                               rel=0.01)
     assert dev0(env).managed_used == 0
     assert seg.ledger()[0] == 0
     q = prod.ok("amalloc", 16 * MiB)["ptr"]  # production: device memory, as before

@@ -57,6 +57,12 @@ TGS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 TGS_EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
 {
+    CUresult r;
+    tgs_ensure_init();
+    if (tgs_g.real.cuMemAlloc && tgs_oversub_on() && tgs_oversub_alloc32(dptr, bytesize, &r)) {
+        TGS_HIT(cuMemAlloc);
+        return r;
+    }
     ALLOC_BODY(cuMemAlloc, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize));
 }
 
@@ -155,6 +161,16 @@ TGS_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pPitch,
 {
     TGS_HIT(cuMemAllocPitch);
     REAL_OR_FAIL(cuMemAllocPitch);
+    if (tgs_oversub_on() && pPitch && WidthInBytes && Height &&
+        (ElementSizeBytes == 4 || ElementSizeBytes == 8 || ElementSizeBytes == 16)) {
+        uint64_t p = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511; /* as the v2's */
+        CUresult r;
+        if (p <= 0xffffffffull && tgs_oversub_alloc32(dptr, p * Height, &r)) {
+            if (r == CUDA_SUCCESS)
+                *pPitch = (unsigned int)p;
+            return r;
+        }
+    }
     uint64_t reserve = pitch_bound(WidthInBytes, Height);
     if (tgs_mem_admit(reserve) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;

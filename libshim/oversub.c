@@ -116,3 +116,30 @@ int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult
     }
     return 1;
 }
+
+/*
+ * Legacy 32-bit entry points (cuMemAlloc, cuMemAllocPitch): managed memory like the v2
+ * when its address fits in 32 bits.  The driver promises no such address for managed
+ * memory (on a 64-bit process it practically never gives one), so otherwise the managed
+ * allocation is given back and the caller allocates device memory as before (admitted
+ * against mem_total).  Returns 1 with *r set when it answered, 0 to fall back.
+ */
+int tgs_oversub_alloc32(unsigned int *dptr, uint64_t bytes, CUresult *r)
+{
+    CUdeviceptr p = 0;
+    if (!dptr || !bytes)
+        return 0;
+    *r = tgs_oversub_alloc(&p, bytes);
+    if (*r != CUDA_SUCCESS)
+        return 1;
+    if (p <= 0xffffffffull) {
+        *dptr = (unsigned int)p;
+        return 1;
+    }
+    uint64_t b;
+    tgs_oversub_forget(p);
+    if (tgs_g.real.cuMemFree_v2 && tgs_g.real.cuMemFree_v2(p) == CUDA_SUCCESS &&
+        tgs_ptrmap_take(&tgs_g.ptrs, TGS_KIND_DPTR, (uint64_t)p, &b))
+        tgs_mem_release(b);
+    return 0;
+}

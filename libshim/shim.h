@@ -364,6 +364,7 @@ CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes);
 CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                  unsigned int elem);
 CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream stream);
+int tgs_oversub_alloc32(unsigned int *dptr, uint64_t bytes, CUresult *r);
 int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r);
 /* oversub_watch.c: remember / forget a managed range; after a successful synchronize
  * (slow path only): prefetch back what fits, and the thrashing guard */

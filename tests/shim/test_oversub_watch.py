@@ -198,3 +198,21 @@ def test_stream_ordered_allocations_become_managed(
     prod.ok("afree", q)
     prod.ok("sync")
     assert pseg.ledger()[0] == 0
+
+
+def test_legacy_32bit_allocation_falls_back_to_device_memory(
+        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
+    """cuMemAlloc (32-bit) would be managed memory if its address fitted in 32 bits; the
+    simulator's (like a 64-bit driver's) never does: the managed try is given back and the
+    call gets device memory, admitted against mem_total, with nothing left behind."""
+    seg, oe = job(tmp_path, closing, env, "opp", segment.PRIORITY_OPPORTUNISTIC, 96 * MiB)
+    opp = agent(closing, oe)
+    got = opp.ok("malloc32", 8 * MiB)
+    assert 0 < int(got["ptr"]) <= 0xFFFFFFFF
+    assert (dev0(env).mem_used, dev0(env).managed_used) == (8 * MiB, 0)
+    assert simstate.read_state(env["TGS_SIM_STATE"]).host_used == 0
+    assert seg.ledger()[0] == 8 * MiB
+    opp.ok("sync")  # nothing of it is tracked for prefetch
+    opp.ok("free32", got["ptr"])
+    assert seg.ledger()[0] == 0
+    assert dev0(env).mem_used == 0

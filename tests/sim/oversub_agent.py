@@ -11,6 +11,7 @@ Extra commands, one JSON line back each:
   unreg P                    -> {"r": code}
   launch                     -> {"r": code}        (one 1-thread kernel, not synchronized)
   amalloc N / afree P        -> cuMemAllocAsync / cuMemFreeAsync on the legacy default stream
+  malloc32 N / free32 P      -> the legacy 32-bit cuMemAlloc / cuMemFree
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ def run(fn: C.c_void_p, words: list[str]) -> dict[str, object]:
                 "ptr": q.value}
     if op == "afree":
         return {"r": ua.call("cuMemFreeAsync", C.c_uint64(a[0]), None)}
+    if op == "malloc32":
+        u = C.c_uint()
+        return {"r": ua.call("cuMemAlloc", C.byref(u), C.c_uint(a[0])), "ptr": u.value}
+    if op == "free32":
+        return {"r": ua.call("cuMemFree", C.c_uint(a[0]))}
     if op == "launch":
         return {"r": ua.call("cuLaunchKernel", fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)}
     return ua.run(fn, words)

@@ -51,9 +51,10 @@ CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes)
                                             TGS_CU_DEVICE_CPU);
         if (a != CUDA_SUCCESS)
             tgs_log(TGS_LOG_WARN, "cuMemAdvise(preferred host) failed: %d", (int)a);
+        tgs_oversub_track((uint64_t)*dptr, bytes, a == CUDA_SUCCESS);
         return CUDA_SUCCESS;
     }
-    tgs_oversub_track((uint64_t)*dptr, bytes); /* oversub_watch.c: prefetched back */
+    tgs_oversub_track((uint64_t)*dptr, bytes, 0); /* oversub_watch.c: prefetched back */
     return CUDA_SUCCESS;
 }
 

@@ -44,7 +44,7 @@ static uint64_t margin(uint64_t total)
     return m < MARGIN_MIN ? MARGIN_MIN : m > MARGIN_MAX ? MARGIN_MAX : m;
 }
 
-void tgs_oversub_track(uint64_t ptr, uint64_t bytes)
+void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host)
 {
     struct tgs_oversub *o = ov();
     CUdevice dev = 0;
@@ -63,7 +63,8 @@ void tgs_oversub_track(uint64_t ptr, uint64_t bytes)
         o->r = r;
         o->cap = cap;
     }
-    o->r[o->n++] = (struct tgs_orange){ .ptr = ptr, .bytes = bytes, .in = 0, .dev = (int)dev };
+    o->r[o->n++] = (struct tgs_orange){ .ptr = ptr, .bytes = bytes, .in = 0, .dev = (int)dev,
+                                        .host = host };
     __atomic_store_n(&o->next_ns, 0, __ATOMIC_RELAXED); /* look at the next synchronize */
     pthread_mutex_unlock(&o->mu);
 }
@@ -127,7 +128,7 @@ static uint64_t bring_back_locked(uint64_t room)
     for (size_t i = 0; i < o->n && room >= PAGE; i++) {
         struct tgs_orange *r = &o->r[i];
         uint64_t n = r->bytes - r->in;
-        if (!n || r->dev != o->dev)
+        if (!n || r->dev != o->dev || r->host)
             continue;
         if (n > room)
             n = room & ~(PAGE - 1);
@@ -143,6 +144,37 @@ static uint64_t bring_back_locked(uint64_t room)
         moved += n;
     }
     return moved;
+}
+
+/* Ranges advised to the host because the job was past mem_quota when they were made get
+ * the device back (advice unset, then prefetched like the others) once the job's memory
+ * less its host ranges leaves room for them under mem_quota (frees, a raised quota): oldest
+ * first.  Never the other way: lowering the quota does not move what is resident. */
+static void promote_locked(void)
+{
+    struct tgs_oversub *o = ov();
+    uint64_t host = 0, limit = 0, used = 0;
+    for (size_t i = 0; i < o->n; i++)
+        host += o->r[i].host ? o->r[i].bytes : 0;
+    if (!host || !tgs_g.real.cuMemAdvise)
+        return;
+    uint64_t quota = TGS_RELAXED_LOAD(&tgs_g.ctl->mem_quota);
+    tgs_mem_view(&limit, &used);
+    uint64_t dev_side = used > host ? used - host : 0;
+    for (size_t i = 0; i < o->n; i++) {
+        struct tgs_orange *r = &o->r[i];
+        if (!r->host)
+            continue;
+        if (quota != TGS_QUOTA_UNLIMITED && (dev_side + r->bytes < dev_side ||
+                                             dev_side + r->bytes > quota))
+            break;
+        if (tgs_g.real.cuMemAdvise(r->ptr, (size_t)r->bytes,
+                                   CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, 0) != CUDA_SUCCESS)
+            break;
+        r->host = 0;
+        r->in = 0;
+        dev_side += r->bytes;
+    }
 }
 
 /* One look at the device: prefetch back what fits.  Returns 1 when the working set does
@@ -162,8 +194,9 @@ static int look_locked(int strict)
         for (size_t i = 0; i < o->n; i++) /* the device filled up: maybe evicted */
             if (o->r[i].dev == o->dev)
                 o->r[i].in = 0;
+    promote_locked();
     for (size_t i = 0; i < o->n; i++)
-        if (o->r[i].dev == o->dev)
+        if (o->r[i].dev == o->dev && !o->r[i].host)
             out += o->r[i].bytes - o->r[i].in;
     uint64_t moved = 0;
     if (out && f > m) {

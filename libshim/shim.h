@@ -106,6 +106,7 @@ struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, c
 struct tgs_orange {
     uint64_t ptr, bytes, in;    /* in: prefix believed resident */
     int dev;                    /* the device it was allocated on */
+    int host;                   /* advised to prefer the host (past mem_quota): not prefetched */
 };
 #define TGS_OVERSUB_DEVS 16
 struct tgs_oversub {
@@ -368,7 +369,7 @@ int tgs_oversub_alloc32(unsigned int *dptr, uint64_t bytes, CUresult *r);
 int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r);
 /* oversub_watch.c: remember / forget a managed range; after a successful synchronize
  * (slow path only): prefetch back what fits, and the thrashing guard */
-void tgs_oversub_track(uint64_t ptr, uint64_t bytes);
+void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host);
 void tgs_oversub_forget(uint64_t ptr);
 void tgs_oversub_synced(void);
 

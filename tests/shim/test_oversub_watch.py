@@ -216,3 +216,23 @@ def test_legacy_32bit_allocation_falls_back_to_device_memory(
     opp.ok("free32", got["ptr"])
     assert seg.ledger()[0] == 0
     assert dev0(env).mem_used == 0
+
+
+def test_host_ranges_come_to_the_device_when_mem_quota_has_room(
+        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
+    """A range made past mem_quota lives on the host; once the job frees under the quota,
+    a look unsets its advice and prefetches it: its kernels stop paying the bus."""
+    seg, oe = job(tmp_path, closing, env, "opp", segment.PRIORITY_OPPORTUNISTIC, 48 * MiB)
+    seg.set_quota(16 * MiB)
+    opp = agent(closing, {**oe, "TGS_OVERSUB_PAUSE_MS": "0"})
+    a = opp.ok("malloc", 16 * MiB)["ptr"]  # within the resident budget
+    opp.ok("malloc", 16 * MiB)  # past it: on the host
+    opp.ok("sync")
+    opp.ok("sync")
+    for _ in range(2):  # still past the quota: the host range stays there
+        assert float(opp.ok("kernel")["ms"]) == pytest.approx(mig_ms(16 * MiB), rel=0.02)
+    opp.ok("free", a)
+    opp.ok("sync")  # room under the quota: advice unset, prefetched
+    opp.ok("sync")
+    assert dev0(env).managed_resident == 16 * MiB
+    assert float(opp.ok("kernel")["ms"]) < 0.01

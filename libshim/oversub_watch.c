@@ -63,8 +63,9 @@ void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host)
         o->r = r;
         o->cap = cap;
     }
-    o->r[o->n++] = (struct tgs_orange){ .ptr = ptr, .bytes = bytes, .in = 0, .dev = (int)dev,
-                                        .host = host };
+    o->r[o->n] = (struct tgs_orange){ .ptr = ptr, .bytes = bytes, .in = 0, .dev = (int)dev,
+                                      .host = host };
+    __atomic_store_n(&o->n, o->n + 1, __ATOMIC_RELAXED); /* read unlocked by the hooks */
     __atomic_store_n(&o->next_ns, 0, __ATOMIC_RELAXED); /* look at the next synchronize */
     pthread_mutex_unlock(&o->mu);
 }
@@ -79,7 +80,7 @@ void tgs_oversub_forget(uint64_t ptr)
         if (o->r[i].ptr != ptr)
             continue;
         memmove(&o->r[i], &o->r[i + 1], (o->n - i - 1) * sizeof *o->r);
-        o->n--;
+        __atomic_store_n(&o->n, o->n - 1, __ATOMIC_RELAXED);
         break;
     }
     pthread_mutex_unlock(&o->mu);

@@ -236,3 +236,24 @@ def test_host_ranges_come_to_the_device_when_mem_quota_has_room(
     opp.ok("sync")
     assert dev0(env).managed_resident == 16 * MiB
     assert float(opp.ok("kernel")["ms"]) < 0.01
+
+
+def test_prefetch_goes_to_the_device_of_the_range(
+        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
+    """A look concerns the current context's device: a range made on device 1 is not
+    prefetched to device 0 by a synchronize there, and comes in on device 1's."""
+    two = {**env, "TGS_SIM_DEVICES": "2", "TGS_OVERSUB_PAUSE_MS": "0"}
+    _, oe = job(tmp_path, closing, two, "opp", segment.PRIORITY_OPPORTUNISTIC, 96 * MiB)
+    opp = agent(closing, oe)
+    opp.ok("ctx", 1)
+    opp.ok("malloc", 16 * MiB)  # on device 1
+    opp.ok("ctx", 0)
+    opp.ok("sync")
+    opp.ok("sync")
+    devs = simstate.read_state(env["TGS_SIM_STATE"]).devices
+    assert (devs[0].managed_resident, devs[1].managed_resident) == (0, 0)
+    opp.ok("ctx", 1)
+    opp.ok("sync")
+    opp.ok("sync")
+    devs = simstate.read_state(env["TGS_SIM_STATE"]).devices
+    assert (devs[0].managed_resident, devs[1].managed_resident) == (0, 16 * MiB)

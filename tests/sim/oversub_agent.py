@@ -12,6 +12,7 @@ Extra commands, one JSON line back each:
   launch                     -> {"r": code}        (one 1-thread kernel, not synchronized)
   amalloc N / afree P        -> cuMemAllocAsync / cuMemFreeAsync on the legacy default stream
   malloc32 N / free32 P      -> the legacy 32-bit cuMemAlloc / cuMemFree
+  ctx D                      -> {"r": code}: device D's primary context becomes current
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def run(fn: C.c_void_p, words: list[str]) -> dict[str, object]:
         return {"r": ua.call("cuMemAlloc", C.byref(u), C.c_uint(a[0])), "ptr": u.value}
     if op == "free32":
         return {"r": ua.call("cuMemFree", C.c_uint(a[0]))}
+    if op == "ctx":
+        ctx = C.c_void_p()
+        r = ua.call("cuDevicePrimaryCtxRetain", C.byref(ctx), a[0])
+        return {"r": r or ua.call("cuCtxSetCurrent", ctx)}
     if op == "launch":
         return {"r": ua.call("cuLaunchKernel", fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)}
     return ua.run(fn, words)

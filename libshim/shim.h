@@ -111,6 +111,7 @@ struct tgs_orange {
 #define TGS_OVERSUB_DEVS 16
 struct tgs_oversub {
     pthread_mutex_t mu;
+    pthread_once_t fork_once;   /* the fork handler is registered at the first range */
     struct tgs_orange *r;
     size_t n, cap;
     uint64_t next_ns;           /* no look before this */

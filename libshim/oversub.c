@@ -31,7 +31,8 @@ uint64_t tgs_oversub_limit(void)
 
 CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes)
 {
-    if (tgs_mem_admit(bytes) != 0) {
+    /* deferred frees (oversub_free.c) still hold their bytes: wait for them before refusing */
+    if (tgs_mem_admit(bytes) != 0 && (!tgs_oversub_reap(1) || tgs_mem_admit(bytes) != 0)) {
         tgs_log(TGS_LOG_INFO, "oversubscribed allocation of %llu bytes refused by mem_total",
                 (unsigned long long)bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -77,8 +78,8 @@ CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
  * Stream-ordered allocations (cuMemAllocAsync, from the device's current pool):
  * managed memory too, allocated at once (valid before its stream reaches the
  * call: stream order only asks that it be usable from there on).  Its free,
- * cuMemFreeAsync, waits for the stream's work queued so far, then frees: the
- * memory may be in use by that work.  Explicit pools (cuMemAllocFromPoolAsync)
+ * cuMemFreeAsync, happens once the stream's work queued so far is done
+ * (oversub_free.c).  Explicit pools (cuMemAllocFromPoolAsync)
  * stay device memory: a pool may promise IPC export handles or a location
  * managed memory cannot keep (docs/oversubscription.md).
  */
@@ -87,35 +88,11 @@ CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream str
     (void)stream;
     if (!dptr || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
+    tgs_oversub_reap(0); /* frees deferred until their stream's work was done */
     CUresult r = tgs_oversub_alloc(dptr, bytes);
     if (r == CUDA_SUCCESS)
         tgs_ptrmap_put(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)*dptr, bytes);
     return r;
-}
-
-/* 1 when dptr was converted by tgs_oversub_alloc_async (then *r is the free's result). */
-int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r)
-{
-    uint64_t b;
-    if (!tgs_ptrmap_get(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)dptr, &b))
-        return 0;
-    CUresult s = ptsz ? (tgs_g.real.cuStreamSynchronize_ptsz
-                             ? tgs_g.real.cuStreamSynchronize_ptsz(stream)
-                             : CUDA_ERROR_NOT_SUPPORTED)
-                      : (tgs_g.real.cuStreamSynchronize ? tgs_g.real.cuStreamSynchronize(stream)
-                                                        : CUDA_ERROR_NOT_SUPPORTED);
-    if (s != CUDA_SUCCESS) { /* a bad stream: the pointer stays allocated, as the driver would */
-        *r = s;
-        return 1;
-    }
-    tgs_oversub_forget(dptr);
-    *r = tgs_g.real.cuMemFree_v2 ? tgs_g.real.cuMemFree_v2(dptr) : CUDA_ERROR_NOT_SUPPORTED;
-    if (*r == CUDA_SUCCESS) {
-        tgs_ptrmap_take(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)dptr, &b);
-        if (tgs_ptrmap_take(&tgs_g.ptrs, TGS_KIND_DPTR, (uint64_t)dptr, &b))
-            tgs_mem_release(b);
-    }
-    return 1;
 }
 
 /*

@@ -54,6 +54,10 @@ static void atfork_child(void)
     o->n = o->cap = 0;
     __builtin_memset(o->d, 0, sizeof o->d);
     o->thrash = 0;
+    pthread_mutex_init(&o->free_mu, NULL); /* deferred frees: the parent's events */
+    free(o->pend);
+    o->pend = NULL;
+    o->npend = o->cappend = 0;
 }
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
@@ -255,6 +259,8 @@ static void pause_locked(void)
 void tgs_oversub_synced(void)
 {
     struct tgs_oversub *o = ov();
+    if (__atomic_load_n(&o->npend, __ATOMIC_RELAXED))
+        tgs_oversub_reap(0); /* deferred frees whose stream work is done */
     if (!__atomic_load_n(&o->n, __ATOMIC_RELAXED) || tgs_capture_any() || !tgs_oversub_on())
         return;
     uint64_t now = tgs_now_ns();

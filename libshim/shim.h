@@ -123,6 +123,9 @@ struct tgs_oversub {
     } d[TGS_OVERSUB_DEVS];      /* per device ordinal */
     int dev;                    /* the current context's device (the look's) */
     int thrash;                 /* consecutive looks that found the working set short */
+    pthread_mutex_t free_mu;    /* the deferred frees (oversub_free.c) */
+    struct tgs_ofree { uint64_t ptr; CUevent ev; } *pend;
+    size_t npend, cappend;
     uint64_t prefetched, pauses; /* bytes prefetched, guard pauses (logged) */
 };
 
@@ -367,7 +370,11 @@ CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
                                  unsigned int elem);
 CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream stream);
 int tgs_oversub_alloc32(unsigned int *dptr, uint64_t bytes, CUresult *r);
+/* oversub_free.c: cuMemFreeAsync of a converted pointer (1: it answered, *r its result),
+ * deferred until an event after the stream's work completes; reap frees what is done
+ * (wait: waits for all of it) and returns how many it freed */
 int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r);
+int tgs_oversub_reap(int wait);
 /* oversub_watch.c: remember / forget a managed range; after a successful synchronize
  * (slow path only): prefetch back what fits, and the thrashing guard */
 void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host);

@@ -185,16 +185,23 @@ def test_stream_ordered_allocations_become_managed(
     assert (dev0(env).managed_used, dev0(env).mem_used) == (80 * MiB, 0)
     assert seg.ledger()[0] == 80 * MiB
     before = int(opp.ok("busy")["ns"])
-    opp.ok("launch")  # queued work that may use it: the free waits for it
-    opp.ok("afree", p)
-    # the kernel had completed (its device time accounted) when the free returned
-    # (200 ms of compute plus the bus time of its 80 MiB that are not resident)
+    opp.ok("launch")  # queued work that may use it
+    opp.ok("afree", p)  # returns at once: the free waits for that work, not the caller
+    assert dev0(env).managed_used == 80 * MiB
+    assert seg.ledger()[0] == 80 * MiB
+    opp.ok("sync")  # the work is done: the deferred free happens
     assert int(opp.ok("busy")["ns"]) - before == pytest.approx(200e6 + mig_ms(80 * MiB) * 1e6,
                                                                rel=0.01)
     assert dev0(env).managed_used == 0
     assert seg.ledger()[0] == 0
+    # an allocation the ledger would refuse first waits for the pending frees
+    p = opp.ok("amalloc", 80 * MiB)["ptr"]
+    opp.ok("launch")
+    opp.ok("afree", p)
+    opp.ok("amalloc", 80 * MiB)  # 80 + 80 > 96 until the first one is freed
+    assert (dev0(env).managed_used, seg.ledger()[0]) == (80 * MiB, 80 * MiB)
     q = prod.ok("amalloc", 16 * MiB)["ptr"]  # production: device memory, as before
-    assert (dev0(env).managed_used, dev0(env).mem_used) == (0, 16 * MiB)
+    assert dev0(env).mem_used == 16 * MiB
     prod.ok("afree", q)
     prod.ok("sync")
     assert pseg.ledger()[0] == 0

@@ -124,12 +124,15 @@ class Client:
                  mem_quota: int | None = None,
                  device: int | str | tuple[int | str, ...] | list[int | str] = 0,
                  ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS,
-                 lease_uid: int | None = None, mem_total: int = 0) -> dict[str, Any]:
+                 lease_uid: int | None = None, mem_total: int = 0,
+                 host_pinned_max: int = 0) -> dict[str, Any]:
         """Register a job; `device` is one device, or a sequence of them (protocol 1.2
         `devices`: a job over several GPUs)."""
         extra: dict[str, Any] = {} if lease_uid is None else {"lease_uid": lease_uid}
         if mem_total:
             extra["mem_total"] = mem_total
+        if host_pinned_max:
+            extra["host_pinned_max"] = host_pinned_max
         if isinstance(device, (tuple, list)):
             extra["devices"] = list(device)
         else:

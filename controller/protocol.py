@@ -74,6 +74,7 @@ class Register:
     nslots: int = DEFAULT_SLOTS
     lease_uid: int | None = None          # give the job a lease file this uid may open
     mem_total: int = 0                    # oversubscription: bytes held in all; 0 = off
+    host_pinned_max: int = 0              # page-locked host bytes the job may hold; 0 = no limit
     deadline_ms: int | None = None
     devices: tuple[int | str, ...] | None = None   # 1.2: several devices (indices or UUIDs)
 
@@ -95,6 +96,7 @@ class Set:
     weight: int | None = None
     unlimited_quota: bool = False         # true when the request said "mem_quota": null
     mem_total: int | None = None          # oversubscription (0 = off); None = no change
+    host_pinned_max: int | None = None    # page-locked host bytes (0 = no limit); None = same
     deadline_ms: int | None = None
 
 
@@ -272,6 +274,8 @@ def _parse_register(f: _Fields) -> Register:
         nslots=f.integer("nslots", 1, MAX_SLOTS) if f.has("nslots") else d.nslots,
         lease_uid=lease_uid,
         mem_total=f.integer("mem_total", 0, MAX_QUOTA) if f.has("mem_total") else 0,
+        host_pinned_max=(f.integer("host_pinned_max", 0, MAX_QUOTA)
+                         if f.has("host_pinned_max") else 0),
         deadline_ms=_deadline(f),
         devices=devices,
     )
@@ -279,9 +283,10 @@ def _parse_register(f: _Fields) -> Register:
 
 def _parse_set(f: _Fields) -> Set:
     name = _name(f)
-    if not any(f.has(k) for k in ("mem_quota", "priority", "weight", "mem_total")):
-        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority, weight or mem_total",
-                            f.req_id)
+    if not any(f.has(k) for k in ("mem_quota", "priority", "weight", "mem_total",
+                                  "host_pinned_max")):
+        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority, weight, mem_total "
+                            "or host_pinned_max", f.req_id)
     unlimited = f.has("mem_quota") and f.obj["mem_quota"] is None
     return Set(
         id=f.req_id,
@@ -291,6 +296,8 @@ def _parse_set(f: _Fields) -> Set:
         weight=f.integer("weight", 1, MAX_WEIGHT) if f.has("weight") else None,
         unlimited_quota=unlimited,
         mem_total=f.integer("mem_total", 0, MAX_QUOTA) if f.has("mem_total") else None,
+        host_pinned_max=(f.integer("host_pinned_max", 0, MAX_QUOTA)
+                         if f.has("host_pinned_max") else None),
         deadline_ms=_deadline(f),
     )
 
@@ -363,6 +370,8 @@ def request_to_dict(req: Request) -> dict[str, Any]:
             out["lease_uid"] = req.lease_uid
         if req.mem_total:
             out["mem_total"] = req.mem_total
+        if req.host_pinned_max:
+            out["host_pinned_max"] = req.host_pinned_max
     elif isinstance(req, Unregister):
         out["name"] = req.name
         if req.when_idle:
@@ -377,4 +386,6 @@ def request_to_dict(req: Request) -> dict[str, Any]:
             out["weight"] = req.weight
         if req.mem_total is not None:
             out["mem_total"] = req.mem_total
+        if req.host_pinned_max is not None:
+            out["host_pinned_max"] = req.host_pinned_max
     return out

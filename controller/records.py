@@ -112,6 +112,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "state": _choice(STATES),
     "lease": _lease,
     "mem_total": _int(0, P.MAX_QUOTA),
+    "host_pinned_max": _int(0, P.MAX_QUOTA),
     "devices": _devices,
 }
 

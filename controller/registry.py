@@ -50,7 +50,7 @@ class Job:
                       self.stats)]
         return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
                        r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
-                       devices, self.stats)
+                       r.host_pinned_max, devices, self.stats)
 
 
 class Registry:
@@ -218,7 +218,7 @@ class Registry:
             nslots=req.nslots, segment=str(self.seg_dir / f"{seg_name}.seg"),
             created=time.time(),
             lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "",
-            mem_total=req.mem_total, devices=multi)
+            mem_total=req.mem_total, host_pinned_max=req.host_pinned_max, devices=multi)
         self._check_commit(rec, req.id)
         lease = None
         if req.lease_uid is not None:
@@ -332,7 +332,9 @@ class Registry:
             (req.mem_quota if req.mem_quota is not None else old.mem_quota),
             priority=req.priority or old.priority,
             weight=req.weight if req.weight is not None else old.weight,
-            mem_total=req.mem_total if req.mem_total is not None else old.mem_total)
+            mem_total=req.mem_total if req.mem_total is not None else old.mem_total,
+            host_pinned_max=(req.host_pinned_max if req.host_pinned_max is not None
+                             else old.host_pinned_max))
         self._check_commit(new, req.id)
         job.rec = new
         try:
@@ -342,7 +344,8 @@ class Registry:
             raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
         for part in job.parts:
             part.rec = replace(part.rec, mem_quota=new.mem_quota, priority=new.priority,
-                               weight=new.weight, mem_total=new.mem_total)
+                               weight=new.weight, mem_total=new.mem_total,
+                               host_pinned_max=new.host_pinned_max)
         for unit in job.units():
             if unit.seg is not None:
                 try:

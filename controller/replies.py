@@ -109,6 +109,7 @@ class JobInfo(Reply):
     state: str
     created: float
     mem_total: int = 0
+    host_pinned_max: int = 0
     devices: list[PartInfo] = field(default_factory=list)   # one per device, in order (1.2)
     stats: JobStats | None = None
     FLATTEN = frozenset({"stats"})

@@ -109,6 +109,7 @@ class JobSeg:
         self.ctl.set_quota(iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota)
         self.ctl.set_priority(PRIORITY[rec.priority], rec.weight)
         self.ctl.set_mem_total(rec.mem_total)
+        self.ctl.set_host_pinned_max(rec.host_pinned_max)
 
     def close(self) -> None:
         self.ctl.close()
@@ -196,6 +197,7 @@ class SegmentFactory:
             gate_flags=GATE_DEFAULT[rec.priority],
             gate_max_wait_us=DEFAULT_WAIT_US if rec.priority == "opportunistic" else 0)
         seg.set_mem_total(rec.mem_total)
+        seg.set_host_pinned_max(rec.host_pinned_max)
         seg.close()
         return self.open(rec)
 

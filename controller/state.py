@@ -38,6 +38,7 @@ class JobRecord:
     state: str = "registered"        # registered -> running -> done (-> running again)
     lease: str = ""                  # tgs-run's lease file ("" : none), see registry.py
     mem_total: int = 0               # oversubscription (docs/oversubscription.md); 0 = off
+    host_pinned_max: int = 0         # page-locked host bytes the job may hold; 0 = no limit
     # a job over several GPUs (protocol 1.2): their UUIDs in the job's order, one part each
     # (<name>@<k>.seg ...); empty for a single-device job (device_uuid, <name>.seg)
     devices: list[str] = field(default_factory=list)

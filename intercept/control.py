@@ -184,6 +184,11 @@ class ControlSegment(MappedStruct):
         self.header.mem_total = u64("mem_total", mem_total)
         self._bump()
 
+    def set_host_pinned_max(self, host_pinned_max: int) -> None:
+        """Page-locked host memory the job may hold (docs/oversubscription.md): 0 = no limit."""
+        self.header.host_pinned_max = u64("host_pinned_max", host_pinned_max)
+        self._bump()
+
     def set_defaults(self, defaults: SlotDefaults, lines: bool = True) -> None:
         """The job defaults, and (lines) every slot's line: a newly claimed slot is controlled
         from its first launch (the per-slot gap masks stay)."""

@@ -57,7 +57,7 @@ SLOT_SIZE = ffi().sizeof("struct tgs_slot")
 CONTROL_FIELDS = frozenset(("rate", "burst", "inflight_cap", "control_seq", "gap_mask"))
 LEDGER_FIELDS = frozenset(("ledger_lock", "mem_used", "mem_peak", "ledger_dirty",
                            "retired_launches", "retired_work", "retired_throttled_ns",
-                           "retired_blocks"))
+                           "retired_blocks", "pinned_used"))
 
 __all__ = [
     "CTL_HEADER_SIZE", "CTL_SLOT_SIZE", "GATE_FIT", "GATE_PUBLISH", "GATE_WAIT", "HEADER_SIZE",
@@ -238,6 +238,9 @@ class Segment:
     def set_mem_total(self, mem_total: int) -> None:
         self.control.set_mem_total(mem_total)
 
+    def set_host_pinned_max(self, host_pinned_max: int) -> None:
+        self.control.set_host_pinned_max(host_pinned_max)
+
     def set_defaults(self, defaults: SlotDefaults) -> None:
         self.control.set_defaults(defaults)
 
@@ -273,6 +276,10 @@ class Segment:
         if h.ledger_dirty and not h.ledger_lock:
             used = sum(int(self.tenant_slot(i).mem_used) for i in range(self.nslots))
         return used, int(self.ctl.mem_quota), int(h.mem_peak)
+
+    def pinned(self) -> tuple[int, int]:
+        """(page-locked host bytes the job holds, its host_pinned_max; 0 = no limit)."""
+        return int(self.seg_header.pinned_used), int(self.ctl.host_pinned_max)
 
     # -- counters ------------------------------------------------------------------------------
     def counters(self, i: int) -> SlotCounters:

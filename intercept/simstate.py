@@ -115,7 +115,7 @@ class SimHeader(ctypes.Structure):
     _fields_ = [
         ("magic", u64), ("version", u32), ("ndevices", u32), ("mem_per_device", u64),
         ("timeslice_ns", u64), ("file_size", u64), ("created_ns", u64), ("uuid_seed", u64),
-        ("reserved", u64 * 8),
+        ("host_used", u64), ("reserved", u64 * 7),
     ]
 
 
@@ -173,6 +173,7 @@ class SimSnapshot:
     timeslice_ns: int
     devices: list[DeviceInfo]
     processes: list[ProcessInfo]
+    host_used: int = 0  # host bytes: managed memory not resident + page-locked (residency.c)
 
 
 def _slot_alive(fd: int, slot: int) -> bool:
@@ -213,7 +214,7 @@ def read_state(path: str | os.PathLike[str] | None = None) -> SimSnapshot:
                 busy_ns=[pr.dev[k].busy_ns for k in range(nd)],
                 mem_used=[pr.dev[k].mem_used for k in range(nd)],
             ))
-        return SimSnapshot(p, nd, int(st.hdr.timeslice_ns), devices, procs)
+        return SimSnapshot(p, nd, int(st.hdr.timeslice_ns), devices, procs, int(st.hdr.host_used))
     finally:
         os.close(fd)
 

@@ -83,10 +83,13 @@ static void ledger_enter(struct tgs_seg_header *h)
                                      __ATOMIC_RELAXED))
         lock_word_slow(h, me);
     if (h->ledger_dirty) { /* the previous holder died mid-update */
-        uint64_t sum = 0;
-        for (uint32_t i = 0; i < tgs_nslots(); i++)
+        uint64_t sum = 0, pinned = 0;
+        for (uint32_t i = 0; i < tgs_nslots(); i++) {
             sum += tgs_slot_at(h, i)->mem_used;
+            pinned += tgs_slot_at(h, i)->pinned_used;
+        }
         h->mem_used = sum;
+        h->pinned_used = pinned;
     }
     h->ledger_dirty = 1;
 }
@@ -105,6 +108,8 @@ void tgs_reclaim_slot_locked(struct tgs_slot *s)
     ledger_enter(h);
     h->mem_used = h->mem_used >= s->mem_used ? h->mem_used - s->mem_used : 0;
     s->mem_used = 0;
+    h->pinned_used = h->pinned_used >= s->pinned_used ? h->pinned_used - s->pinned_used : 0;
+    s->pinned_used = 0;
     for (int i = 0; i < TGS_SEG_LANES; i++) {
         h->retired_launches += TGS_RELAXED_LOAD(&s->lanes[i].launches);
         h->retired_work += TGS_RELAXED_LOAD(&s->lanes[i].work);
@@ -256,4 +261,44 @@ int tgs_mem_view(uint64_t *quota, uint64_t *used)
         *used = TGS_RELAXED_LOAD(&tgs_g.local_used);
     }
     return *quota != TGS_QUOTA_UNLIMITED;
+}
+
+/* Page-locked host memory (pinned.c): the job's pinned_used against the .ctl's
+ * host_pinned_max (0 = no limit), in the same ledger.  0 admitted, -1 refused.
+ * Without a segment nothing is counted. */
+int tgs_pinned_admit(uint64_t bytes)
+{
+    struct tgs_slot *s = tgs_slot();
+    if (!s)
+        return 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct tgs_seg_header *h = tgs_g.hdr;
+        uint64_t max = TGS_RELAXED_LOAD(&tgs_g.ctl->host_pinned_max);
+        ledger_enter(h);
+        int ok = !max || add_fits(h->pinned_used, bytes, max);
+        if (ok) {
+            s->pinned_used += bytes;
+            h->pinned_used += bytes;
+        }
+        ledger_exit(h);
+        if (ok)
+            return 0;
+        if (attempt == 0)
+            tgs_reclaim_dead(); /* dead processes of the job may still hold some */
+    }
+    tgs_log(TGS_LOG_INFO, "page-locked host allocation of %llu bytes refused by the job's "
+                          "host_pinned_max", (unsigned long long)bytes);
+    return -1;
+}
+
+void tgs_pinned_release(uint64_t bytes)
+{
+    struct tgs_slot *s = tgs_slot();
+    if (!s || !bytes)
+        return;
+    struct tgs_seg_header *h = tgs_g.hdr;
+    ledger_enter(h);
+    s->pinned_used -= bytes <= s->pinned_used ? bytes : s->pinned_used;
+    h->pinned_used -= bytes <= h->pinned_used ? bytes : h->pinned_used;
+    ledger_exit(h);
 }

@@ -57,6 +57,12 @@ TGS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 TGS_EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
 {
+    CUresult r;
+    tgs_ensure_init();
+    if (tgs_g.real.cuMemAlloc && tgs_oversub_on() && tgs_oversub_alloc32(dptr, bytesize, &r)) {
+        TGS_HIT(cuMemAlloc);
+        return r;
+    }
     ALLOC_BODY(cuMemAlloc, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize));
 }
 
@@ -67,11 +73,23 @@ TGS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
 
 TGS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+    tgs_ensure_init();
+    /* oversub.c: managed memory, freed after its stream's work (not into a capture: there
+     * it is a graph's allocation node) */
+    if (tgs_oversub_on() && !tgs_capture_any()) {
+        TGS_HIT(cuMemAllocAsync);
+        return tgs_oversub_alloc_async(dptr, bytesize, hStream);
+    }
     ALLOC_BODY(cuMemAllocAsync, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize, hStream));
 }
 
 TGS_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+    tgs_ensure_init();
+    if (tgs_oversub_on() && !tgs_capture_any()) {
+        TGS_HIT(cuMemAllocAsync_ptsz);
+        return tgs_oversub_alloc_async(dptr, bytesize, hStream);
+    }
     ALLOC_BODY(cuMemAllocAsync_ptsz, TGS_KIND_DPTR, *dptr, bytesize, (dptr, bytesize, hStream));
 }
 
@@ -143,6 +161,16 @@ TGS_EXPORT CUresult cuMemAllocPitch(unsigned int *dptr, unsigned int *pPitch,
 {
     TGS_HIT(cuMemAllocPitch);
     REAL_OR_FAIL(cuMemAllocPitch);
+    if (tgs_oversub_on() && pPitch && WidthInBytes && Height &&
+        (ElementSizeBytes == 4 || ElementSizeBytes == 8 || ElementSizeBytes == 16)) {
+        uint64_t p = ((uint64_t)WidthInBytes + 511) & ~(uint64_t)511; /* as the v2's */
+        CUresult r;
+        if (p <= 0xffffffffull && tgs_oversub_alloc32(dptr, p * Height, &r)) {
+            if (r == CUDA_SUCCESS)
+                *pPitch = (unsigned int)p;
+            return r;
+        }
+    }
     uint64_t reserve = pitch_bound(WidthInBytes, Height);
     if (tgs_mem_admit(reserve) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -224,6 +252,7 @@ TGS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 
 TGS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
+    tgs_oversub_forget(dptr); /* no prefetch of it from now on (oversub_watch.c) */
     FREE_BODY(cuMemFree_v2, TGS_KIND_DPTR, dptr, (dptr));
 }
 
@@ -234,11 +263,23 @@ TGS_EXPORT CUresult cuMemFree(unsigned int dptr)
 
 TGS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
+    CUresult r;
+    tgs_ensure_init();
+    if (tgs_oversub_free_async(dptr, hStream, 0, &r)) {
+        TGS_HIT(cuMemFreeAsync);
+        return r;
+    }
     FREE_BODY(cuMemFreeAsync, TGS_KIND_DPTR, dptr, (dptr, hStream));
 }
 
 TGS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
+    CUresult r;
+    tgs_ensure_init();
+    if (tgs_oversub_free_async(dptr, hStream, 1, &r)) {
+        TGS_HIT(cuMemFreeAsync_ptsz);
+        return r;
+    }
     FREE_BODY(cuMemFreeAsync_ptsz, TGS_KIND_DPTR, dptr, (dptr, hStream));
 }
 

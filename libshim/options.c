@@ -53,6 +53,21 @@ static void copy_env(char *dst, size_t cap, const char *name)
     strcpy(dst, v);
 }
 
+/* A whole number of milliseconds, 0-600000, from the environment (def when unset or bad). */
+static uint64_t env_ms(const char *name, uint64_t def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end = NULL;
+    unsigned long long ms = strtoull(v, &end, 10);
+    if (end && !*end && ms <= 600000)
+        return ms;
+    tgs_log(TGS_LOG_ERROR, "%s=%s is not 0-600000 (milliseconds); using %llu", name, v,
+            (unsigned long long)def);
+    return def;
+}
+
 void tgs_options_load(struct tgs_options *o)
 {
     o->log_level = TGS_LOG_WARN;
@@ -102,6 +117,11 @@ void tgs_options_load(struct tgs_options *o)
                     : strcmp(fb, "gap") == 0 ? TGS_FIT_BUDGET_GAP : TGS_FIT_BUDGET_BOUND;
 
     copy_env(o->fit_trace, sizeof(o->fit_trace), "TGS_FIT_TRACE");
+
+    /* oversubscription (oversub_watch.c): how often a synchronize looks at device memory,
+     * and the longest the thrashing guard holds one synchronize (0: no guard) */
+    o->oversub_check_ns = env_ms("TGS_OVERSUB_CHECK_MS", 10) * 1000000ull;
+    o->oversub_pause_ns = env_ms("TGS_OVERSUB_PAUSE_MS", 2000) * 1000000ull;
 
     const char *dh = getenv("TGS_DEBUG_HITS");
     o->debug_hits = dh && strcmp(dh, "1") == 0;

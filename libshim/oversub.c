@@ -31,7 +31,8 @@ uint64_t tgs_oversub_limit(void)
 
 CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes)
 {
-    if (tgs_mem_admit(bytes) != 0) {
+    /* deferred frees (oversub_free.c) still hold their bytes: wait for them before refusing */
+    if (tgs_mem_admit(bytes) != 0 && (!tgs_oversub_reap(1) || tgs_mem_admit(bytes) != 0)) {
         tgs_log(TGS_LOG_INFO, "oversubscribed allocation of %llu bytes refused by mem_total",
                 (unsigned long long)bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -51,7 +52,10 @@ CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes)
                                             TGS_CU_DEVICE_CPU);
         if (a != CUDA_SUCCESS)
             tgs_log(TGS_LOG_WARN, "cuMemAdvise(preferred host) failed: %d", (int)a);
+        tgs_oversub_track((uint64_t)*dptr, bytes, a == CUDA_SUCCESS);
+        return CUDA_SUCCESS;
     }
+    tgs_oversub_track((uint64_t)*dptr, bytes, 0); /* oversub_watch.c: prefetched back */
     return CUDA_SUCCESS;
 }
 
@@ -68,4 +72,52 @@ CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
     if (r == CUDA_SUCCESS)
         *pitch = (size_t)p;
     return r;
+}
+
+/*
+ * Stream-ordered allocations (cuMemAllocAsync, from the device's current pool):
+ * managed memory too, allocated at once (valid before its stream reaches the
+ * call: stream order only asks that it be usable from there on).  Its free,
+ * cuMemFreeAsync, happens once the stream's work queued so far is done
+ * (oversub_free.c).  Explicit pools (cuMemAllocFromPoolAsync)
+ * stay device memory: a pool may promise IPC export handles or a location
+ * managed memory cannot keep (docs/oversubscription.md).
+ */
+CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream stream)
+{
+    (void)stream;
+    if (!dptr || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    tgs_oversub_reap(0); /* frees deferred until their stream's work was done */
+    CUresult r = tgs_oversub_alloc(dptr, bytes);
+    if (r == CUDA_SUCCESS)
+        tgs_ptrmap_put(&tgs_g.ptrs, TGS_KIND_ASYNC_MANAGED, (uint64_t)*dptr, bytes);
+    return r;
+}
+
+/*
+ * Legacy 32-bit entry points (cuMemAlloc, cuMemAllocPitch): managed memory like the v2
+ * when its address fits in 32 bits.  The driver promises no such address for managed
+ * memory (on a 64-bit process it practically never gives one), so otherwise the managed
+ * allocation is given back and the caller allocates device memory as before (admitted
+ * against mem_total).  Returns 1 with *r set when it answered, 0 to fall back.
+ */
+int tgs_oversub_alloc32(unsigned int *dptr, uint64_t bytes, CUresult *r)
+{
+    CUdeviceptr p = 0;
+    if (!dptr || !bytes)
+        return 0;
+    *r = tgs_oversub_alloc(&p, bytes);
+    if (*r != CUDA_SUCCESS)
+        return 1;
+    if (p <= 0xffffffffull) {
+        *dptr = (unsigned int)p;
+        return 1;
+    }
+    uint64_t b;
+    tgs_oversub_forget(p);
+    if (tgs_g.real.cuMemFree_v2 && tgs_g.real.cuMemFree_v2(p) == CUDA_SUCCESS &&
+        tgs_ptrmap_take(&tgs_g.ptrs, TGS_KIND_DPTR, (uint64_t)p, &b))
+        tgs_mem_release(b);
+    return 0;
 }

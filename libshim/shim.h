@@ -33,6 +33,8 @@
     X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) \
     X(cuMemFree) X(cuMemFree_v2) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) \
     X(cuArrayDestroy) X(cuMipmappedArrayDestroy) \
+    X(cuMemAllocHost_v2) X(cuMemHostAlloc) X(cuMemHostRegister_v2) \
+    X(cuMemFreeHost) X(cuMemHostUnregister) \
     X(cuMemGetInfo) X(cuMemGetInfo_v2) X(cuDeviceTotalMem) X(cuDeviceTotalMem_v2) \
     X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
     X(cuLaunchCooperativeKernel) X(cuLaunchCooperativeKernel_ptsz) \
@@ -77,6 +79,8 @@ struct tgs_options {
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
     int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
     char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
+    uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */
+    uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 2000): longest guard pause */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
     char parts[16384];          /* TGS_PARTS: a multi-device job's .seg paths, ';' (parts.c) */
 };
@@ -92,13 +96,44 @@ struct tgs_real {
 enum tgs_alloc_kind {
     TGS_KIND_DPTR = 1, TGS_KIND_HANDLE, TGS_KIND_ARRAY, TGS_KIND_MIPMAP,
     TGS_KIND_GRAPH_WORK, TGS_KIND_GRAPH_KERNELS, /* graph.c: exec -> work, kernel count, */
-    TGS_KIND_GRAPH_BLOCKS                        /* block count */
+    TGS_KIND_GRAPH_BLOCKS,                       /* block count */
+    TGS_KIND_PINNED,            /* pinned.c: page-locked host memory */
+    TGS_KIND_ASYNC_MANAGED      /* oversub.c: a cuMemAllocAsync made managed */
 };
 struct tgs_ptr_entry { uint64_t key; uint64_t bytes; uint32_t kind; uint32_t used; };
 struct tgs_ptrmap { pthread_mutex_t mu; struct tgs_ptr_entry *tab; size_t cap, count; };
 
 
 #define TGS_INFLIGHT_EVENTS 64
+
+/* Oversubscription's watch (oversub_watch.c): the job's managed ranges, which
+ * of them are believed resident, and the thrashing guard.  Under mu; `next`
+ * is read relaxed by the synchronize hooks first. */
+struct tgs_orange {
+    uint64_t ptr, bytes, in;    /* in: prefix believed resident */
+    int dev;                    /* the device it was allocated on */
+    int host;                   /* advised to prefer the host (past mem_quota): not prefetched */
+};
+#define TGS_OVERSUB_DEVS 16
+struct tgs_oversub {
+    pthread_mutex_t mu;
+    pthread_once_t fork_once;   /* the fork handler is registered at the first range */
+    struct tgs_orange *r;
+    size_t n, cap;
+    uint64_t next_ns;           /* no look before this */
+    struct {
+        CUcontext ctx;          /* the prefetch stream's context */
+        CUstream stream;        /* the job's own prefetch stream (NULL: not made yet) */
+        uint64_t last_free;     /* device free memory at the last look */
+        int seen;               /* last_free is set */
+    } d[TGS_OVERSUB_DEVS];      /* per device ordinal */
+    int dev;                    /* the current context's device (the look's) */
+    int thrash;                 /* consecutive looks that found the working set short */
+    pthread_mutex_t free_mu;    /* the deferred frees (oversub_free.c) */
+    struct tgs_ofree { uint64_t ptr; CUevent ev; } *pend;
+    size_t npend, cappend;
+    uint64_t prefetched, pauses; /* bytes prefetched, guard pauses (logged) */
+};
 
 /* Gap-fit (fit.c): this process's GPU time per work unit, learned from one
  * timed event pair around a sampled launch, and a model of when the work it
@@ -243,6 +278,7 @@ struct tgs_global {
     int captures;
 
     struct tgs_nvml nvml;       /* NVML view (nvml_real.c) */
+    struct tgs_oversub oversub; /* oversub_watch.c */
 
     /* a multi-device job (parts.c): the device of this process's part + 1 (0: none) */
     int part_dev;
@@ -343,12 +379,27 @@ int tgs_mem_admit(uint64_t bytes);   /* 0 = admitted, -1 = over quota */
 void tgs_mem_release(uint64_t bytes);
 void tgs_mem_adjust(uint64_t reserved, uint64_t actual);
 int tgs_mem_view(uint64_t *quota, uint64_t *used); /* 1 if a quota applies */
+/* page-locked host memory against ctl.host_pinned_max (pinned.c): 0 admitted, -1 refused */
+int tgs_pinned_admit(uint64_t bytes);
+void tgs_pinned_release(uint64_t bytes);
 /* oversub.c: an opportunistic job with ctl.mem_total set gets managed memory */
 int tgs_oversub_on(void);
 uint64_t tgs_oversub_limit(void); /* the ledger's limit: mem_total when on, else mem_quota */
 CUresult tgs_oversub_alloc(CUdeviceptr *dptr, uint64_t bytes);
 CUresult tgs_oversub_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                  unsigned int elem);
+CUresult tgs_oversub_alloc_async(CUdeviceptr *dptr, uint64_t bytes, CUstream stream);
+int tgs_oversub_alloc32(unsigned int *dptr, uint64_t bytes, CUresult *r);
+/* oversub_free.c: cuMemFreeAsync of a converted pointer (1: it answered, *r its result),
+ * deferred until an event after the stream's work completes; reap frees what is done
+ * (wait: waits for all of it) and returns how many it freed */
+int tgs_oversub_free_async(CUdeviceptr dptr, CUstream stream, int ptsz, CUresult *r);
+int tgs_oversub_reap(int wait);
+/* oversub_watch.c: remember / forget a managed range; after a successful synchronize
+ * (slow path only): prefetch back what fits, and the thrashing guard */
+void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host);
+void tgs_oversub_forget(uint64_t ptr);
+void tgs_oversub_synced(void);
 
 /* ptrmap.c */
 void tgs_ptrmap_put(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t bytes);

@@ -17,6 +17,8 @@ struct tgs_global tgs_g = {
     .peers = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .drain = { .mu = PTHREAD_MUTEX_INITIALIZER, .rec_mu = PTHREAD_MUTEX_INITIALIZER,
                .cv = PTHREAD_COND_INITIALIZER },
+    .oversub = { .mu = PTHREAD_MUTEX_INITIALIZER, .fork_once = PTHREAD_ONCE_INIT,
+                 .free_mu = PTHREAD_MUTEX_INITIALIZER },
     .fd = -1,
     .slot_idx = -1,
 };

@@ -196,6 +196,7 @@ static void all_done(void)
     if (tgs_g.slot) {
         tgs_inflight_retire_all();
         TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, tgs_now_ns());
+        tgs_oversub_synced(); /* oversubscribed: prefetch back, thrashing guard */
     }
 }
 
@@ -208,6 +209,7 @@ static void stream_done(CUstream s)
     else if (tgs_g.slot) {
         tgs_inflight_poll();
         tgs_fit_synced(0);
+        tgs_oversub_synced();
     }
 }
 

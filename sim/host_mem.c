@@ -27,7 +27,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int flags)
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (sim_region_add_host((uint64_t)(uintptr_t)p, size, SIM_R_HOST, flags)) {
+    if (sim_region_add_host((uint64_t)(uintptr_t)p, size, SIM_R_HOST, flags, ctx->dev)) {
         munmap(p, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -51,6 +51,7 @@ CUresult cuMemFreeHost(void *p)
     if (sim_region_take((uint64_t)(uintptr_t)p, 1 << SIM_R_HOST, &reg))
         return CUDA_ERROR_INVALID_VALUE;
     munmap(p, reg.size);
+    sim_res_remove(reg.mslot);
     return CUDA_SUCCESS;
 }
 
@@ -68,8 +69,9 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
     uint64_t b = (uint64_t)(uintptr_t)p;
     if (!sim_region_find(b, &reg) || !sim_region_find(b + bytesize - 1, &reg))
         return HOST_MEMORY_ALREADY_REGISTERED;
-    return sim_region_add_host(b, bytesize, SIM_R_HOST_REG, Flags) ? CUDA_ERROR_OUT_OF_MEMORY
-                                                                   : CUDA_SUCCESS;
+    return sim_region_add_host(b, bytesize, SIM_R_HOST_REG, Flags, ctx->dev)
+               ? CUDA_ERROR_OUT_OF_MEMORY
+               : CUDA_SUCCESS;
 }
 
 CUresult cuMemHostUnregister(void *p)
@@ -80,6 +82,7 @@ CUresult cuMemHostUnregister(void *p)
     struct sim_region reg;
     if (!p || sim_region_take((uint64_t)(uintptr_t)p, 1 << SIM_R_HOST_REG, &reg))
         return HOST_MEMORY_NOT_REGISTERED;
+    sim_res_remove(reg.mslot);
     return CUDA_SUCCESS;
 }
 

@@ -243,6 +243,19 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
     return r;
 }
 
+/* The bytes a prefetch moved cost bus time: device time on its stream
+ * (bytes / TGS_SIM_PCIE_GBPS), queued like a kernel of that stream. */
+static void prefetch_charge(CUstream s, uint64_t moved)
+{
+    struct CUctx_st *ctx;
+    struct CUstream_st *obj;
+    uint64_t seq;
+    if (!moved || sim_stream_resolve(s, &ctx, &obj) != CUDA_SUCCESS)
+        return;
+    if (sim_enqueue(ctx, sim_res_migration_ns(moved), 0, &seq) == CUDA_SUCCESS)
+        sim_stream_note(ctx, obj, seq);
+}
+
 static CUresult prefetch_common(CUdeviceptr p, size_t count, CUstream s)
 {
     CUresult r = async_check(s);
@@ -257,7 +270,7 @@ CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice
     if (r == CUDA_SUCCESS)
         r = check_loc_dev(dstDevice);
     if (r == CUDA_SUCCESS)
-        sim_region_advise(devPtr, SIM_ADV_PREFETCH, dstDevice);
+        prefetch_charge(hStream, sim_region_advise(devPtr, SIM_ADV_PREFETCH, dstDevice));
     return r;
 }
 CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
@@ -274,7 +287,8 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation l
     if (r == CUDA_SUCCESS)
         r = check_location(location);
     if (r == CUDA_SUCCESS)
-        sim_region_advise(devPtr, SIM_ADV_PREFETCH, location_ordinal(location));
+        prefetch_charge(hStream,
+                        sim_region_advise(devPtr, SIM_ADV_PREFETCH, location_ordinal(location)));
     return r;
 }
 

@@ -29,8 +29,17 @@ CUresult sim_mem_account(int dev, int64_t bytes, int managed)
         /* resident managed memory makes room (residency.c): only device
          * allocations themselves make one fail */
         if (bytes <= 0 || dv->mem_used + (uint64_t)bytes <= dv->mem_total) {
-            if (bytes > 0)
-                sim_res_evict_locked(dev, (uint64_t)bytes, &moved);
+            if (bytes > 0 && sim_res_evict_locked(dev, (uint64_t)bytes, &moved)) {
+                /* the host cannot take what would have to move: nothing moved */
+                sim_dev_unlock(dev);
+                sim_log(SIM_LOG_INFO, "device allocation refused: the eviction it needs does "
+                                      "not fit in host memory (TGS_SIM_HOST_MEM)");
+                if (attempt == 0) {
+                    sim_reap_dead(1);
+                    continue;
+                }
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
             dv->mem_used += (uint64_t)bytes;
             pd->mem_used += (uint64_t)bytes;
             sim_dev_unlock(dev);
@@ -135,7 +144,7 @@ void sim_region_set_pool(uint64_t base, void *pool, void *old)
     pthread_mutex_unlock(&g_sim.lock);
 }
 
-void sim_region_advise(uint64_t p, enum sim_advice what, int value)
+uint64_t sim_region_advise(uint64_t p, enum sim_advice what, int value)
 {
     int mslot = 0;
     pthread_mutex_lock(&g_sim.lock);
@@ -156,13 +165,23 @@ void sim_region_advise(uint64_t p, enum sim_advice what, int value)
     if (mslot && what == SIM_ADV_PREFERRED)
         sim_res_advise_preferred(mslot, value);
     else if (mslot && what == SIM_ADV_PREFETCH)
-        sim_res_prefetch(mslot, value);
+        return sim_res_prefetch(mslot, value);
+    return 0;
 }
 
-int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags)
+int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags, int dev)
 {
-    struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = -1, .flags = flags};
-    return region_insert(&r);
+    /* page-locked host memory counts against TGS_SIM_HOST_MEM (residency.c) */
+    int ms = sim_res_add(dev, base, size, 1);
+    if (ms < 0)
+        return -1;
+    struct sim_region r = {.base = base, .size = size, .kind = kind, .dev = -1, .flags = flags,
+                           .mslot = ms};
+    if (region_insert(&r) == 0)
+        return 0;
+    if (ms > 0)
+        sim_res_remove(ms);
+    return -1;
 }
 
 /* Exposed to vmm.c: a mapped VMM range is device memory too. */
@@ -193,11 +212,12 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32)
                              .kind = kind, .dev = ctx->dev, .preferred = -2,
                              .last_prefetch = -2};
     if (managed && p != MAP_FAILED)
-        reg.mslot = sim_res_add(ctx->dev, reg.base, size);
-    if (p == MAP_FAILED || region_insert(&reg) != 0) {
+        reg.mslot = sim_res_add(ctx->dev, reg.base, size, 0);
+    if (p == MAP_FAILED || reg.mslot < 0 || region_insert(&reg) != 0) {
         if (p != MAP_FAILED)
             munmap(p, size);
-        sim_res_remove(reg.mslot);
+        if (reg.mslot > 0)
+            sim_res_remove(reg.mslot);
         sim_mem_account(ctx->dev, -(int64_t)size, managed);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -18,7 +18,16 @@
  *    production advice), paying their write-back too.  Ranges advised to
  *    prefer the host stay there and are paid for at every launch.
  *  - cuMemPrefetchAsync to the device makes resident what fits in free device
- *    memory (it evicts nobody); to the host, nothing is resident.
+ *    memory (it evicts nobody); to the host, nothing is resident.  Either way
+ *    the bytes it moved cost bytes / TGS_SIM_PCIE_GBPS of device time on the
+ *    prefetch's stream (memcpy.c).
+ *  - Host memory (TGS_SIM_HOST_MEM, default unlimited): hdr.host_used counts
+ *    the managed bytes on the host (not resident) and page-locked host ranges
+ *    (SIM_PINNED entries of the table: cuMemAllocHost, cuMemHostAlloc,
+ *    cuMemHostRegister) of every process.  A managed or page-locked
+ *    allocation past the limit fails with OUT_OF_MEMORY; an eviction moves
+ *    only what the host can take (a device allocation whose eviction would
+ *    need more fails before anything moves: no data is lost).
  * Locks: a range is guarded by its device's lock; a slot is claimed with a
  * compare-and-swap of in_use.
  */
@@ -28,6 +37,35 @@
 
 static struct sim_residency *res(void) { return &g_sim.st->res; }
 
+/* Host memory left under TGS_SIM_HOST_MEM (racy read: callers re-check by CAS or clamp). */
+uint64_t sim_res_host_room(void)
+{
+    uint64_t u = __atomic_load_n(&g_sim.st->hdr.host_used, __ATOMIC_RELAXED);
+    return g_sim.host_limit > u ? g_sim.host_limit - u : 0;
+}
+
+/* Take bytes of host memory, all or nothing: 0 taken, -1 over the limit. */
+static int host_take(uint64_t bytes)
+{
+    uint64_t *hu = &g_sim.st->hdr.host_used;
+    uint64_t u = __atomic_load_n(hu, __ATOMIC_RELAXED);
+    do {
+        if (u + bytes < u || u + bytes > g_sim.host_limit)
+            return -1;
+    } while (!__atomic_compare_exchange_n(hu, &u, u + bytes, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return 0;
+}
+
+static void host_give(uint64_t bytes)
+{
+    uint64_t *hu = &g_sim.st->hdr.host_used;
+    uint64_t u = __atomic_load_n(hu, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(hu, &u, u >= bytes ? u - bytes : 0, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
+}
+
 static uint64_t free_locked(int dev)
 {
     struct sim_device *dv = &g_sim.st->dev[dev];
@@ -35,18 +73,29 @@ static uint64_t free_locked(int dev)
     return used < dv->mem_total ? dv->mem_total - used : 0;
 }
 
-static void set_resident_locked(struct sim_mrange *m, uint64_t bytes)
+/* Set m's resident bytes; a decrease moves only what the host can take.
+ * Returns the bytes moved either way. */
+static uint64_t set_resident_locked(struct sim_mrange *m, uint64_t bytes)
 {
     struct sim_residency *rs = res();
+    uint64_t d;
     if (bytes > m->resident) {
-        rs->migrated[m->dev] += bytes - m->resident;
-        rs->resident[m->dev] += bytes - m->resident;
+        d = bytes - m->resident;
+        rs->migrated[m->dev] += d;
+        rs->resident[m->dev] += d;
+        host_give(d);
     } else {
-        uint64_t d = m->resident - bytes;
+        d = m->resident - bytes;
+        uint64_t room = sim_res_host_room() & ~(PAGE - 1);
+        if (d > room)
+            d = room;
+        if (!d || host_take(d) != 0)
+            return 0;
         rs->evicted[m->dev] += d;
         rs->resident[m->dev] -= d <= rs->resident[m->dev] ? d : rs->resident[m->dev];
     }
-    m->resident = bytes;
+    m->resident = bytes > m->resident ? bytes : m->resident - d;
+    return d;
 }
 
 /* Grow m's residency by what fits in free device memory; returns bytes moved. */
@@ -60,9 +109,15 @@ static uint64_t fill_locked(struct sim_mrange *m)
     return take;
 }
 
-int sim_res_add(int dev, uint64_t base, uint64_t size)
+int sim_res_add(int dev, uint64_t base, uint64_t size, int pinned)
 {
     struct sim_residency *rs = res();
+    /* new managed memory is on the host (first touch); a dead process may hold some */
+    if (host_take(size) != 0) {
+        sim_reap_dead(1);
+        if (host_take(size) != 0)
+            return -1;
+    }
     for (uint32_t i = 0; i < SIM_MAX_MRANGES; i++) {
         uint32_t zero = 0;
         if (!__atomic_compare_exchange_n(&rs->r[i].in_use, &zero, 1, 0, __ATOMIC_ACQ_REL,
@@ -72,7 +127,7 @@ int sim_res_add(int dev, uint64_t base, uint64_t size)
         struct sim_mrange *m = &rs->r[i];
         m->proc = g_sim.proc_slot;
         m->dev = dev;
-        m->preferred = -2;
+        m->preferred = pinned ? SIM_PINNED : -2;
         m->base = base;
         m->size = size;
         m->resident = 0;
@@ -86,6 +141,7 @@ int sim_res_add(int dev, uint64_t base, uint64_t size)
         __atomic_add_fetch(&g_sim.nmanaged[dev], 1, __ATOMIC_RELAXED);
         return (int)i + 1;
     }
+    host_give(size);
     sim_log(SIM_LOG_WARN, "all %d managed residency slots are in use: allocation untracked",
             SIM_MAX_MRANGES);
     return 0;
@@ -108,6 +164,7 @@ void sim_res_remove(int mslot)
     sim_dev_lock(dev);
     uint64_t r = m->resident;
     res()->resident[dev] -= r <= res()->resident[dev] ? r : res()->resident[dev];
+    host_give(m->size - r);
     m->resident = 0;
     m->proc = -1;
     sim_dev_unlock(dev);
@@ -115,24 +172,26 @@ void sim_res_remove(int mslot)
     __atomic_sub_fetch(&g_sim.nmanaged[dev], 1, __ATOMIC_RELAXED);
 }
 
-void sim_res_prefetch(int mslot, int loc)
+uint64_t sim_res_prefetch(int mslot, int loc)
 {
     struct sim_mrange *m = slot(mslot);
-    if (!m)
-        return;
+    if (!m || m->preferred == SIM_PINNED)
+        return 0;
+    uint64_t moved = 0;
     sim_dev_lock(m->dev);
     m->last_use_ns = sim_now_ns();
     if (loc == m->dev)
-        fill_locked(m);
+        moved = fill_locked(m);
     else if (loc == -1)
-        set_resident_locked(m, 0);
+        moved = set_resident_locked(m, 0);
     sim_dev_unlock(m->dev);
+    return moved;
 }
 
 void sim_res_advise_preferred(int mslot, int loc)
 {
     struct sim_mrange *m = slot(mslot);
-    if (!m)
+    if (!m || m->preferred == SIM_PINNED)
         return;
     sim_dev_lock(m->dev);
     m->preferred = loc;
@@ -179,7 +238,9 @@ static uint64_t evict_locked(int dev, uint64_t need, uint64_t *moved, int skip_p
         uint64_t take = ((need - room) + PAGE - 1) & ~(PAGE - 1);
         if (take > m->resident)
             take = m->resident;
-        set_resident_locked(m, m->resident - take);
+        take = set_resident_locked(m, m->resident - take);
+        if (!take) /* the host is full: nothing more can move */
+            return need - room;
         *moved += take;
         sim_log(SIM_LOG_DEBUG, "evicted managed memory of process slot %d to the host",
                 (int)m->proc);
@@ -189,6 +250,10 @@ static uint64_t evict_locked(int dev, uint64_t need, uint64_t *moved, int skip_p
 
 uint64_t sim_res_evict_locked(int dev, uint64_t need, uint64_t *moved)
 {
+    /* all or nothing: an eviction the host cannot take moves nothing */
+    uint64_t room = free_locked(dev);
+    if (need > room && (((need - room) + PAGE - 1) & ~(PAGE - 1)) > sim_res_host_room())
+        return need - room;
     return evict_locked(dev, need, moved, -1);
 }
 
@@ -201,6 +266,7 @@ void sim_res_drop_proc_locked(int proc, int dev)
         if (!__atomic_load_n(&m->in_use, __ATOMIC_ACQUIRE) || m->proc != proc || m->dev != dev)
             continue;
         rs->resident[dev] -= m->resident <= rs->resident[dev] ? m->resident : rs->resident[dev];
+        host_give(m->size - m->resident);
         m->resident = 0;
         m->proc = -1;
         __atomic_store_n(&m->in_use, 0, __ATOMIC_RELEASE);
@@ -220,7 +286,7 @@ uint64_t sim_res_kernel_ns(int dev)
     for (uint32_t i = 0; i < hwm && i < SIM_MAX_MRANGES; i++) {
         struct sim_mrange *m = &rs->r[i];
         if (!__atomic_load_n(&m->in_use, __ATOMIC_ACQUIRE) || m->proc != g_sim.proc_slot ||
-            m->dev != dev)
+            m->dev != dev || m->preferred == SIM_PINNED)
             continue;
         m->last_use_ns = now;
         missing += m->size - m->resident;

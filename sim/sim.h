@@ -158,6 +158,7 @@ struct sim_globals {
     uint64_t queue_depth;
     int sm_count; /* TGS_SIM_SMS: SMs per device (occupancy, attributes) */
     double pcie_gbps; /* TGS_SIM_PCIE_GBPS: managed-memory migration bandwidth */
+    uint64_t host_limit; /* TGS_SIM_HOST_MEM: host bytes for managed + page-locked memory */
     uint32_t nmanaged[SIM_MAX_DEVICES]; /* this process's tracked managed ranges */
     /* CUDA_VISIBLE_DEVICES (visible.c): visible ordinal k is physical device vis[k] */
     int vis[SIM_MAX_DEVICES];
@@ -304,18 +305,23 @@ int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
 int sim_region_take(uint64_t base, int mask, struct sim_region *out);
 /* The region holding p (a copy); 0 found, -1 not. */
 int sim_region_find(uint64_t p, struct sim_region *out);
-int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags);
+/* -1: no room (the region table, or TGS_SIM_HOST_MEM): OUT_OF_MEMORY */
+int sim_region_add_host(uint64_t base, uint64_t size, int kind, unsigned int flags, int dev);
 void sim_region_set_pool(uint64_t base, void *pool, void *old);
 /* Managed-memory advice (memcpy.c): change the region holding p. */
 enum sim_advice { SIM_ADV_READ_MOSTLY, SIM_ADV_PREFERRED, SIM_ADV_ACCESSED_BY_SET,
                   SIM_ADV_ACCESSED_BY_CLEAR, SIM_ADV_PREFETCH };
-void sim_region_advise(uint64_t p, enum sim_advice what, int value);
+/* Returns the managed bytes a prefetch moved (0 otherwise). */
+uint64_t sim_region_advise(uint64_t p, enum sim_advice what, int value);
 
 /* residency.c: where managed memory lives.  Slots are residency slot + 1
  * (0: untracked).  *_locked: the caller holds the device's lock. */
-int sim_res_add(int dev, uint64_t base, uint64_t size);
+/* -1: the host memory limit refuses it (new managed memory is on the host);
+ * pinned: a page-locked host range (host accounting only) */
+int sim_res_add(int dev, uint64_t base, uint64_t size, int pinned);
 void sim_res_remove(int mslot);
-void sim_res_prefetch(int mslot, int loc);
+uint64_t sim_res_prefetch(int mslot, int loc); /* the bytes it moved */
+uint64_t sim_res_host_room(void);
 void sim_res_advise_preferred(int mslot, int loc);
 /* Make `need` bytes of device memory free of managed pages (evicting the
  * least recently used ones to the host); returns the bytes still short and

@@ -31,6 +31,7 @@
 #define SIM_MARKER_RING 512  /* remembered event completion times per context */
 #define SIM_LOCK_SLOT_BASE 0 /* OFD lock byte of process slot i: base + i */
 #define SIM_MAX_MRANGES 1024 /* managed allocations tracked for residency, all processes */
+#define SIM_PINNED (-3)      /* sim_mrange.preferred of a page-locked host range */
 
 /* One queued operation: a kernel (marker == 0) or an event marker. */
 struct sim_item {
@@ -97,7 +98,8 @@ struct sim_mrange {
     uint32_t in_use;
     int32_t proc;      /* owning process slot */
     int32_t dev;
-    int32_t preferred; /* cuMemAdvise preferred location: device, -1 host, -2 none */
+    int32_t preferred; /* cuMemAdvise preferred location: device, -1 host, -2 none;
+                        * SIM_PINNED: page-locked host memory (counted on the host only) */
     uint64_t base;     /* the owner's address (informational) */
     uint64_t size;
     uint64_t resident; /* bytes in device memory */
@@ -124,7 +126,9 @@ struct sim_header {
     uint64_t file_size;
     uint64_t created_ns;
     uint64_t uuid_seed; /* random at creation: device UUIDs are stable per file */
-    uint64_t reserved[8];
+    uint64_t host_used; /* host bytes of managed memory not resident + page-locked host
+                         * memory, all processes (residency.c; atomic); was reserved[0] */
+    uint64_t reserved[7];
 };
 
 struct sim_state {

@@ -87,10 +87,14 @@ def ls_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription: what an opportunistic job may hold in all, resident or "
                    "on the host (0 = off; docs/oversubscription.md).")
+@click.option("--host-pinned", type=SIZE, default=None,
+              help="Page-locked host memory the job may hold (cuMemAllocHost, cuMemHostAlloc, "
+                   "cuMemHostRegister; 0 = no limit; docs/oversubscription.md).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
-            weight: int | None, mem_total: int | None, as_json: bool) -> None:
+            weight: int | None, mem_total: int | None, host_pinned: int | None,
+            as_json: bool) -> None:
     """Change a job live: its processes see the new quota and rate within one period.
 
     A quota below the current usage refuses new allocations; existing ones stay."""
@@ -105,9 +109,11 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
         if priority == "production" and mem_total:
             fail(PROG, MEM_TOTAL_PRODUCTION)
         changes["mem_total"] = mem_total
+    if host_pinned is not None:
+        changes["host_pinned_max"] = host_pinned
     if not changes:
-        raise click.UsageError("nothing to change: give --mem, --priority, --weight or "
-                               "--mem-total")
+        raise click.UsageError("nothing to change: give --mem, --priority, --weight, "
+                               "--mem-total or --host-pinned")
     info = _call(ctx, lambda c: c.set(job, **changes))["job"]
     if as_json:
         _dump({"job": info})
@@ -124,6 +130,9 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription: what the (opportunistic) job may hold in all; --mem is "
                    "then what it may keep resident (docs/oversubscription.md).")
+@click.option("--host-pinned", type=SIZE, default=None,
+              help="Page-locked host memory the job may hold (cuMemAllocHost, cuMemHostAlloc, "
+                   "cuMemHostRegister; 0 = no limit; docs/oversubscription.md).")
 @click.option("--device", type=DEVICES, default="0", show_default=True,
               metavar="IDX|UUID[,...]",
               help="The job's GPU, or several separated by commas (one job over them: --mem "
@@ -132,14 +141,15 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int | None,
-            mem_total: int | None, device: DeviceArg, ephemeral: bool,
+            mem_total: int | None, host_pinned: int | None, device: DeviceArg, ephemeral: bool,
             as_json: bool) -> None:
     """Register a job (for containers: then `tgs-inject cdi/k8s --job JOB`)."""
     if mem_total and priority == "production":
         fail(PROG, MEM_TOTAL_PRODUCTION)
     reply = _call(ctx, lambda c: c.register(job, priority=priority, weight=weight,
                                             mem_quota=mem, device=device,
-                                            ephemeral=ephemeral, mem_total=mem_total or 0))
+                                            ephemeral=ephemeral, mem_total=mem_total or 0,
+                                            host_pinned_max=host_pinned or 0))
     if as_json:
         _dump({k: reply[k] for k in ("job", "segment", "shim", "env") if k in reply})
     else:

@@ -54,6 +54,9 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription (opportunistic jobs): what the job may hold in all, on "
                    "the GPU or in host memory; --mem is then what it may keep resident.")
+@click.option("--host-pinned", type=SIZE, default=None,
+              help="Page-locked host memory the job may hold (cuMemAllocHost, cuMemHostAlloc, "
+                   "cuMemHostRegister; default: no limit).")
 @click.option("--device", type=DEVICES, default="0", show_default=True,
               metavar="IDX|UUID[,...]",
               help="The job's GPU, or several separated by commas (one job over them: --mem "
@@ -63,8 +66,9 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total: int | None,
-        device: DeviceArg, standalone: bool, controller: str | None, timeout: float,
-        server_key: str | None, client_key: str | None, cmd: tuple[str, ...]) -> None:
+        host_pinned: int | None, device: DeviceArg, standalone: bool, controller: str | None,
+        timeout: float, server_key: str | None, client_key: str | None,
+        cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
 
     The job is registered with the controller and lives exactly as long as CMD's process
@@ -76,17 +80,20 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total
              "production memory stays on the GPU")
     if mem_total and standalone:
         fail(PROG, "--mem-total needs the controller (not --standalone)")
+    if host_pinned and standalone:
+        fail(PROG, "--host-pinned needs the controller (not --standalone)")
     with Supervisor() as sup:
         keys = (server_key, client_key)
-        sys.exit(_run(sup, name, priority, weight, (mem, mem_total or 0), device, standalone,
+        mems = (mem, mem_total or 0, host_pinned or 0)
+        sys.exit(_run(sup, name, priority, weight, mems, device, standalone,
                       controller, timeout, keys, list(cmd)))
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
-         mems: tuple[int | None, int], device: DeviceArg, standalone: bool,
+         mems: tuple[int | None, int, int], device: DeviceArg, standalone: bool,
          controller: str | None, timeout: float, keys: tuple[str | None, str | None],
          cmd: list[str]) -> int:
-    mem, mem_total = mems
+    mem, mem_total, host_pinned = mems
     if standalone:
         try:
             env = standalone_env(os.environ, mem)
@@ -98,7 +105,7 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
                                 device=device, ephemeral=True, lease_uid=os.geteuid(),
-                                mem_total=mem_total)
+                                mem_total=mem_total, host_pinned_max=host_pinned)
     except ControllerUnavailable as exc:
         client.close()
         unavailable(PROG, exc, " (or use --standalone for a static quota)")

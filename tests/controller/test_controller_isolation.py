@@ -188,7 +188,7 @@ def test_lying_counters_are_limited_not_believed(tmp_path: Path) -> None:
                 s.mem_used = (1 << 64) - 1
                 s.lanes[0].work = 1 << 63             # a jump no GPU can make
                 # the rate shows the jump for one control period only (a poll can miss it on a
-                # loaded machine); the total keeps growing, at a plausible rate, while the lie stands
+                # loaded machine); the total keeps growing, plausibly, while the lie stands
                 assert wait_for(lambda: (c.list()[0].get("work_total") or 0) > 0)
                 rates = []
                 for _ in range(5):

@@ -63,3 +63,22 @@ def test_wire_form_round_trips() -> None:
     with pytest.raises(P.ProtocolError, match="mem_total"):
         P.parse_payload(P.encode({"v": 1, "id": "3", "type": "set", "name": "o",
                                   "mem_total": -1}))
+
+
+def test_host_pinned_max_survives_a_restart(tmp_path: Path) -> None:
+    """The page-locked host limit (libshim/pinned.c) is a job limit like mem_total: kept in
+    the state, given back after a restart, changed by set, on the wire both ways."""
+    fac = FakeFactory()
+    reg = _reg(tmp_path, fac)
+    reg.register(P.Register(id="1", name="opp", mem_total=4 * GIB, host_pinned_max=GIB))
+    assert reg.jobs["opp"].info().host_pinned_max == GIB
+    again = _reg(tmp_path, fac)
+    again.load()
+    assert (again.jobs["opp"].rec.host_pinned_max, again.jobs["opp"].rec.mem_total) == \
+        (GIB, 4 * GIB)
+    again.update(P.Set(id="2", name="opp", host_pinned_max=0))
+    assert again.jobs["opp"].rec.host_pinned_max == 0
+    assert again.jobs["opp"].rec.mem_total == 4 * GIB  # untouched
+    for req in (P.Register(id="3", name="o", host_pinned_max=GIB),
+                P.Set(id="4", name="o", host_pinned_max=0)):
+        assert P.parse_payload(P.encode(P.request_to_dict(req))) == req

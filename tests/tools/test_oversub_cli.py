@@ -75,3 +75,34 @@ def test_run_process_sees_its_total(ctl: Ctl, probes: list[Probe]) -> None:
     assert p.info() == (4 * GIB, 24 * GIB)
     assert p.ask(f"alloc {8 * GIB}") == "alloc 2"    # past mem_total
     assert p.close() == 0
+
+
+def test_add_and_set_host_pinned(ctl: Ctl) -> None:
+    """--host-pinned: the job's page-locked host memory limit, stored and written to the .ctl."""
+    def ctl_pinned() -> int:
+        seg = ctl.jobs()["opp"]["segment"]
+        c = control.open_control(control.ctl_path(seg), readonly=True)
+        try:
+            return int(c.header.host_pinned_max)
+        finally:
+            c.close()
+
+    assert ctl.run("tgsctl", "add", "opp", "--host-pinned", "2GiB").returncode == 0
+    assert ctl.jobs()["opp"]["host_pinned_max"] == 2 * GIB
+    assert ctl_pinned() == 2 * GIB
+    assert ctl.run("tgsctl", "set", "opp", "--host-pinned", "0").returncode == 0
+    assert wait_for(lambda: ctl_pinned() == 0, timeout=5)
+
+
+def test_run_process_pinned_limit(ctl: Ctl, probes: list[Probe]) -> None:
+    """tgs-run --host-pinned: the job is registered with it (its processes' .ctl says so)."""
+    p = Probe(probe_cmd("--name", "pin", "--host-pinned", "1GiB"), ctl.env)
+    probes.append(p)
+    assert p.info()[1] > 0  # the process runs under the shim
+    assert ctl.jobs()["pin"]["host_pinned_max"] == GIB
+    assert p.close() == 0
+
+
+def test_run_host_pinned_needs_the_controller(ctl: Ctl) -> None:
+    r = ctl.run("tgs-run", "--standalone", "--host-pinned", "1GiB", "--", "true")
+    assert r.returncode == 125 and "--host-pinned needs the controller" in r.stderr

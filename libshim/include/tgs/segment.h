@@ -178,7 +178,10 @@ struct tgs_ctl_header {
                              * mem_quota; allocations past mem_quota (what it may keep resident)
                              * are advised to prefer the host.  Ignored for production jobs.
                              * Was pad[0]: the layout and TGS_SEG_VERSION are unchanged. */
-    uint64_t pad[3];
+    uint64_t host_pinned_max; /* page-locked host memory the job may hold (cuMemAllocHost,
+                             * cuMemHostAlloc, cuMemHostRegister; seg header pinned_used);
+                             * 0 = no limit.  Was pad[1]: layout and version unchanged. */
+    uint64_t pad[2];
 };
 
 /* One lane = one cache line, written by one thread of the owning process. */
@@ -210,7 +213,9 @@ struct tgs_slot {
     uint64_t alloc_count;   /* allocations admitted */
     uint32_t dev_active;    /* 1 while this process counts in its job pub's busy count */
     uint32_t pad2a;
-    uint64_t pad2[2];
+    uint64_t pinned_used;   /* page-locked host bytes of this process (under the ledger
+                             * lock; was pad2[0]) */
+    uint64_t pad2[1];
 
     struct tgs_lane lanes[16];
 };
@@ -229,7 +234,9 @@ struct tgs_seg_header {
     uint64_t retired_work;
     uint64_t retired_throttled_ns;
     uint64_t retired_blocks; /* was pad[0] (layout unchanged) */
-    uint64_t pad[4];
+    uint64_t pinned_used;   /* page-locked host bytes of the job, against the .ctl's
+                             * host_pinned_max (under the ledger lock; was pad[1]) */
+    uint64_t pad[3];
 };
 
 /* A job's publish page: read by the other tenants' shims (read-only) and by

@@ -5,13 +5,13 @@ restart, and the pages come back when production frees."""
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import OversubAgent
 from ctl_helpers import daemon
 from tgs.intercept import control, simstate
 
@@ -19,11 +19,6 @@ pytestmark = pytest.mark.timeout(120)
 
 MiB = 1 << 20
 OOM = 2
-_spec = importlib.util.spec_from_file_location(
-    "oversub_helpers", Path(__file__).resolve().parents[1] / "sim" / "oversub_helpers.py")
-assert _spec and _spec.loader
-oh: Any = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(oh)
 
 
 @pytest.fixture
@@ -44,9 +39,9 @@ def test_controller_restart_mid_migration(tmp_path: Path, sim_env: dict[str, str
         opp_seg = c.register("opp", mem_quota=64 * MiB, mem_total=96 * MiB,
                              host_pinned_max=8 * MiB)["segment"]
         prod_seg = c.register("prod", priority="production", mem_quota=48 * MiB)["segment"]
-        opp = oh.Agent({**job_env, "TGS_SEGMENT": opp_seg})
+        opp = OversubAgent({**job_env, "TGS_SEGMENT": opp_seg})
         agents.append(opp)
-        prod = oh.Agent({**job_env, "TGS_SEGMENT": prod_seg})
+        prod = OversubAgent({**job_env, "TGS_SEGMENT": prod_seg})
         agents.append(prod)
         m = opp.ok("malloc", 48 * MiB)["ptr"]
         opp.ok("fill", m, 48 * MiB, 0x6B)

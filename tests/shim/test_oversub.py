@@ -4,12 +4,12 @@ when production allocates, keeps working slower, and gets its pages back by pref
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import Agent
 from tgs.intercept import segment, simstate
 
 pytestmark = pytest.mark.timeout(90)
@@ -17,11 +17,6 @@ pytestmark = pytest.mark.timeout(90)
 MiB = 1 << 20
 GBPS = 25.0
 OOM = 2
-_spec = importlib.util.spec_from_file_location(
-    "um_helpers", Path(__file__).resolve().parents[1] / "sim" / "um_helpers.py")
-assert _spec and _spec.loader
-um: Any = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(um)
 
 
 def mig_ms(nbytes: int) -> float:
@@ -51,7 +46,7 @@ def job(tmp_path: Path, closing: list[Any], env: dict[str, str], name: str, prio
 
 
 def agent(closing: list[Any], env: dict[str, str]) -> Any:
-    a = um.Agent(env)
+    a = Agent(env)
     closing.append(a)
     return a
 

@@ -5,24 +5,19 @@ process's pinned bytes come back to the job."""
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import OversubAgent
 from tgs.intercept import segment, simstate
 
 pytestmark = pytest.mark.timeout(60)
 
 MiB = 1 << 20
 OOM = 2
-_spec = importlib.util.spec_from_file_location(
-    "oversub_helpers", Path(__file__).resolve().parents[1] / "sim" / "oversub_helpers.py")
-assert _spec and _spec.loader
-oh: Any = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(oh)
 
 
 @pytest.fixture
@@ -43,7 +38,7 @@ def make_job(tmp_path: Path, closing: list[Any], env: dict[str, str],
 
 
 def agent(closing: list[Any], env: dict[str, str]) -> Any:
-    a = oh.Agent(env)
+    a = OversubAgent(env)
     closing.append(a)
     return a
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agent_helpers import Agent
 from tgs.intercept import simstate
-from um_helpers import Agent
 
 pytestmark = pytest.mark.timeout(60)
 

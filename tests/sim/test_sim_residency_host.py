@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from oversub_helpers import Agent
+from agent_helpers import OversubAgent as Agent
 from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from tgs.intercept.simstate import SIM_MAX_DEVICES, STATE_ENV, SimState, default_path
+from tgs.intercept.simstate import SIM_MAX_DEVICES, STATE_ENV, SimState, default_path, map_state
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = ROOT / "build" / "sim"
@@ -164,16 +164,7 @@ class SimSampler(Sampler):
 
     def _map(self) -> mmap.mmap | None:
         if self._mm is None:
-            try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                return None          # the first job has not created it yet
-            try:
-                if os.fstat(fd).st_size != ctypes.sizeof(SimState):
-                    return None      # still being created
-                self._mm = mmap.mmap(fd, ctypes.sizeof(SimState), prot=mmap.PROT_READ)
-            finally:
-                os.close(fd)
+            self._mm = map_state(self.path)
         return self._mm
 
     def _sample(self) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 from tgs.bench import oversub_metrics as OM
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.oversub_mem import device_total
+from tgs.bench.report import json_safe
 from tgs.bench.scenarios import DEFAULT_POLICY, OPPORTUNISTIC, PRODUCTION, Budget, JobDef
 from tgs.bench.workload import WorkloadSpec
 
@@ -208,7 +209,7 @@ def policy_metrics(res: OvResult, policy: str) -> dict[str, Any]:
     mem = OM.memory_by_job(rec.memory, {n: j.pid for n, j in rec.jobs.items()}, rec.t0)
     checks = {n: [e.get("ok") for e in j.events if e.get("type") == "check"]
               for n, j in rec.jobs.items()}
-    return _rounded({
+    return json_safe({
         "allocs": allocs, "planned_steps": res.plan.steps, "oom": _oom_who(rec, allocs),
         "prod_it_per_s": prod.it_per_s, "prod_vs_solo": prod.it_per_s / solo if solo else None,
         "prod_phase_it_per_s": own, "solo_phase_it_per_s": base,
@@ -235,16 +236,6 @@ def summarise(res: OvResult) -> dict[str, Any]:
             "solo_allocs": OM.alloc_stats(base.events) if base else None,
             "policies": {p: policy_metrics(res, p) for p in res.runs},
             "failed": res.failed}
-
-
-def _rounded(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return None if obj != obj or math.isinf(obj) else round(obj, 4)
-    if isinstance(obj, dict):
-        return {k: _rounded(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v) for v in obj]
-    return obj
 
 
 COLUMNS = ("policy", "prod allocs ok", "alloc p50 / max (ms)", "OOM", "prod/solo ramp; peak",

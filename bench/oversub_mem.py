@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tgs.bench.gpu import Sampler
-from tgs.intercept.simstate import SIM_MAX_MRANGES, SIM_MAX_PROCS, SimProc, SimResidency, SimState
+from tgs.intercept.simstate import (
+    SIM_MAX_MRANGES,
+    SIM_MAX_PROCS,
+    SimProc,
+    SimResidency,
+    SimState,
+    map_state,
+)
 
 
 @dataclass(frozen=True)
@@ -75,16 +81,7 @@ class SimMemSampler(Sampler):
 
     def _map(self) -> mmap.mmap | None:
         if self._mm is None:
-            try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                return None
-            try:
-                if os.fstat(fd).st_size != ctypes.sizeof(SimState):
-                    return None
-                self._mm = mmap.mmap(fd, ctypes.sizeof(SimState), prot=mmap.PROT_READ)
-            finally:
-                os.close(fd)
+            self._mm = map_state(self.path)
         return self._mm
 
     def _sample(self) -> None:

@@ -175,7 +175,7 @@ def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
     p, o = reactions(sc, rec, opp_solo)
     out["reaction"] = p
     out["opp_reaction"] = o
-    return _rounded(out)
+    return json_safe(out)
 
 
 def _lat(job: JobRun) -> dict[str, float]:
@@ -227,7 +227,7 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
     }
     if sc.reaction == "phases":
         out["reaction"], _ = reactions(sc, base)
-    return _rounded(out)
+    return json_safe(out)
 
 
 def summarise(results: list[ScenarioResult]) -> dict[str, Any]:
@@ -257,14 +257,14 @@ def _mean(vals: list[float]) -> float:
     return sum(v) / len(v) if v else math.nan
 
 
-def _rounded(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """Rounds floats to 4 digits and turns NaN into None (JSON has no NaN)."""
     if isinstance(obj, float):
         return None if obj != obj or math.isinf(obj) else round(obj, 4)
     if isinstance(obj, dict):
-        return {k: _rounded(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_rounded(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 

@@ -185,6 +185,21 @@ def _slot_alive(fd: int, slot: int) -> bool:
     return lock_type(res) != fcntl.F_UNLCK
 
 
+def map_state(path: str) -> mmap.mmap | None:
+    """The state file mapped read-only, or None while it is missing or still being created
+    (readers poll: the first simulated process creates it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if os.fstat(fd).st_size != ctypes.sizeof(SimState):
+            return None
+        return mmap.mmap(fd, ctypes.sizeof(SimState), prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+
+
 def read_state(path: str | os.PathLike[str] | None = None) -> SimSnapshot:
     """Snapshot of a state file (mapped; trusted callers); raises FileNotFoundError or
     ValueError."""

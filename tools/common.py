@@ -13,7 +13,8 @@ from tgs.controller import paths
 from tgs.controller.auth import KeyFileError, client_keys
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
-from .params import EXIT_USAGE, AsciiFloat, own_status
+from .params import DEVICES, EXIT_USAGE, AsciiFloat, own_status
+from .sizes import SIZE
 
 ADDR_ENV = "TGS_CONTROLLER"
 SERVER_KEY_ENV = "TGS_SERVER_KEY"
@@ -92,4 +93,17 @@ def controller_options(f):  # type: ignore[no-untyped-def]
                      help="Controller endpoint: ipc://PATH, tcp://HOST:PORT, a socket path, a "
                           "runtime dir, PORT or HOST:PORT (default: the local controller, "
                           f"${ADDR_ENV}).")(f)
+    return f
+
+
+def placement_options(f):  # type: ignore[no-untyped-def]
+    """--host-pinned and --device, shared by tgs-run and tgsctl add."""
+    f = click.option("--device", type=DEVICES, default="0", show_default=True,
+                     metavar="IDX|UUID[,...]",
+                     help="The job's GPU, or several separated by commas (one job over them: "
+                          "--mem is per device).")(f)
+    f = click.option("--host-pinned", type=SIZE, default=None,
+                     help="Page-locked host memory the job may hold (cuMemAllocHost, "
+                          "cuMemHostAlloc, cuMemHostRegister; default or 0: no limit; "
+                          "docs/oversubscription.md).")(f)
     return f

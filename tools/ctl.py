@@ -17,8 +17,15 @@ import click
 from tgs.controller.auth import write_keypair
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
-from .common import client_error, controller_options, fail, make_client, unavailable
-from .params import DEVICES, JOB_NAME, WEIGHT, AsciiFloat, DeviceArg, Group
+from .common import (
+    client_error,
+    controller_options,
+    fail,
+    make_client,
+    placement_options,
+    unavailable,
+)
+from .params import JOB_NAME, WEIGHT, AsciiFloat, DeviceArg, Group
 from .sizes import SIZE, SIZE_OR_UNLIMITED
 from .view import CLEAR, job_processes, jobs_text, status_text, top_frame
 
@@ -130,13 +137,7 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription: what the (opportunistic) job may hold in all; --mem is "
                    "then what it may keep resident (docs/oversubscription.md).")
-@click.option("--host-pinned", type=SIZE, default=None,
-              help="Page-locked host memory the job may hold (cuMemAllocHost, cuMemHostAlloc, "
-                   "cuMemHostRegister; 0 = no limit; docs/oversubscription.md).")
-@click.option("--device", type=DEVICES, default="0", show_default=True,
-              metavar="IDX|UUID[,...]",
-              help="The job's GPU, or several separated by commas (one job over them: --mem "
-                   "is per device).")
+@placement_options
 @click.option("--ephemeral", is_flag=True, help="Remove the job when its last process ends.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

@@ -19,9 +19,10 @@ from .common import (
     fail,
     job_name_from,
     make_client,
+    placement_options,
     unavailable,
 )
-from .params import DEVICES, EXIT_WRAPPER, JOB_NAME, WEIGHT, Command, DeviceArg
+from .params import EXIT_WRAPPER, JOB_NAME, WEIGHT, Command, DeviceArg
 from .sizes import SIZE
 from .supervise import SpawnError, Supervisor
 
@@ -54,13 +55,7 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription (opportunistic jobs): what the job may hold in all, on "
                    "the GPU or in host memory; --mem is then what it may keep resident.")
-@click.option("--host-pinned", type=SIZE, default=None,
-              help="Page-locked host memory the job may hold (cuMemAllocHost, cuMemHostAlloc, "
-                   "cuMemHostRegister; default: no limit).")
-@click.option("--device", type=DEVICES, default="0", show_default=True,
-              metavar="IDX|UUID[,...]",
-              help="The job's GPU, or several separated by commas (one job over them: --mem "
-                   "is per device).")
+@placement_options
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options

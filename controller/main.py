@@ -104,9 +104,11 @@ def cli(foreground: bool, policy: str, period_ms: float, state_dir: Path | None,
     except StateError as exc:
         raise click.ClickException(str(exc)) from exc
     loop = ControlLoop(registry, make_policy(policy, static_share), dev_segs, period_ms / 1000)
+    from .bypass import BypassDetector
     from .gpustats import GpuSampler
     from .metrics import MetricsServer, MetricsTap, parse_listen
-    engine = MetricsTap(loop, registry, GpuSampler(devices))   # adds gpus to status
+    # adds gpus to status, with the processes that use them without the shim
+    engine = MetricsTap(loop, registry, GpuSampler(devices), BypassDetector(devices, seg_dir))
     metrics_http = None
     if metrics_port is None and metrics_host is not None:
         raise click.UsageError("--metrics-host needs --metrics-port")

@@ -5,7 +5,7 @@ copies the jobs' exact counter totals (throttled seconds, work units, launches)
 and keeps one immutable snapshot; the collector turns the latest snapshot into
 metric families when Prometheus scrapes (on the HTTP server's thread: it only
 reads a reference, never the registry or the segments).  It also adds "gpus"
-(utilisation, memory) to the status reply.
+(utilisation, memory, processes using the GPU without the shim: bypass.py) to the status reply.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from .bypass import LOOK_EVERY, BypassDetector, Unmanaged
 from .gpustats import GpuSample, GpuSampler
 from .registry import Registry
-from .replies import GpuInfo, LoopStatus, MetricsEntry
+from .replies import GpuInfo, LoopStatus, MetricsEntry, UnmanagedInfo
 from .server import Engine
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,19 @@ class Snapshot:
     totals: dict[str, JobTotals] = field(default_factory=dict)
     gpus: list[tuple[GpuSample, str, int]] = field(default_factory=list)   # sample, uuid, jobs' mem
     loop: dict[str, Any] = field(default_factory=dict)
+    unmanaged: dict[int, list[Unmanaged]] = field(default_factory=dict)   # GPU -> bypassing
 
 
 class MetricsTap:
     """An Engine that runs the real loop and records what each period saw."""
 
-    def __init__(self, loop: Engine, registry: Registry, sampler: GpuSampler) -> None:
+    def __init__(self, loop: Engine, registry: Registry, sampler: GpuSampler,
+                 bypass: BypassDetector | None = None) -> None:
         self.loop = loop
         self.registry = registry
         self.sampler = sampler
+        self.bypass = bypass
+        self._last_look = float("-inf")
         self.totals: dict[str, JobTotals] = {}
         self.snapshot = Snapshot()
         self.metrics_url: str | None = None      # set by MetricsServer
@@ -67,7 +72,10 @@ class MetricsTap:
         return self.loop.idle(name)
 
     def status(self) -> LoopStatus:
-        gpus = [GpuInfo(s.index, uuid, s.utilization, s.mem_used, s.mem_total, mem)
+        un = self.snapshot.unmanaged
+        gpus = [GpuInfo(s.index, uuid, s.utilization, s.mem_used, s.mem_total, mem,
+                        [UnmanagedInfo(u.pid, u.comm, u.mem_used, u.gpu_share, u.first_seen)
+                         for u in un.get(s.index, [])])
                 for s, uuid, mem in self.snapshot.gpus]
         return replace(self.loop.status(), gpus=gpus, metrics_url=self.metrics_url)
 
@@ -101,6 +109,9 @@ class MetricsTap:
         if now - self._last_gpu >= GPU_EVERY:
             self.sampler.sample(now)
             self._last_gpu = now
+        if self.bypass is not None and now - self._last_look >= LOOK_EVERY:
+            self._last_look = now
+            self.bypass.look(now)
         uuids = {d.index: d.uuid for d in self.registry.devices}
         per_dev = [u for j in jobs for u in j["devices"]]      # a part per device
         gpus = [(s, uuids.get(s.index, "?"),
@@ -108,7 +119,8 @@ class MetricsTap:
                 for s in self.sampler.last]
         totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches, v.blocks)
                   for k, v in self.totals.items()}
-        self.snapshot = Snapshot(jobs, totals, gpus, self.loop.status().to_dict())
+        self.snapshot = Snapshot(jobs, totals, gpus, self.loop.status().to_dict(),
+                                 dict(self.bypass.last) if self.bypass is not None else {})
 
 
 class TgsCollector(Collector):
@@ -167,6 +179,12 @@ class TgsCollector(Collector):
             total.add_metric(lv, s.mem_total)
             jobs_mem.add_metric(lv, mem)
         yield from (util, used, total, jobs_mem)
+        if self.tap.bypass is not None:
+            un = gauge("tgs_gpu_unmanaged_processes",
+                       "Processes using the GPU without the TGS shim (not limited by TGS).", gl)
+            for s, uuid, _ in snap.gpus:
+                un.add_metric([str(s.index), uuid], len(snap.unmanaged.get(s.index, [])))
+            yield un
         lp = snap.loop
         yield from _placement(lp.get("placement") or [])
         yield GaugeMetricFamily("tgs_controller_period_seconds", "Control period.",

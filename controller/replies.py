@@ -134,6 +134,17 @@ class MetricsMessage(Reply):
 
 
 @dataclass(frozen=True)
+class UnmanagedInfo(Reply):
+    """A process that uses a GPU without the shim (controller/bypass.py)."""
+
+    pid: int                           # host pid (the controller's pid namespace)
+    comm: str | None                   # /proc/<pid>/comm
+    mem_used: int | None               # bytes the GPU reports for it
+    gpu_share: float | None            # 0-1 of the GPU's time, when the GPU reports it
+    first_seen: float                  # unix time it was first seen without the shim
+
+
+@dataclass(frozen=True)
 class GpuInfo(Reply):
     """One GPU of status.gpus (with --metrics-port)."""
 
@@ -143,6 +154,7 @@ class GpuInfo(Reply):
     mem_used: int | None
     mem_total: int
     jobs_mem_used: int
+    unmanaged: list[UnmanagedInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,20 @@ def devices_rows(status: dict[str, Any], jobs: list[dict[str, Any]]) -> list[lis
     return rows
 
 
+def unmanaged_lines(status: dict[str, Any]) -> list[str]:
+    """One line per process that uses a GPU without the shim (status.gpus[].unmanaged)."""
+    out = []
+    for g in status.get("gpus") or []:
+        for p in g.get("unmanaged") or []:
+            share = p.get("gpu_share")
+            mem = p.get("mem_used")
+            out.append(f"GPU {g.get('index')}: pid {p.get('pid')} ({p.get('comm') or '?'}) uses "
+                       f"the GPU without the TGS shim: mem "
+                       f"{'?' if mem is None else format_size(mem)}, GPU time "
+                       f"{'?' if share is None else f'{100 * share:.0f}%'} (not limited)")
+    return out
+
+
 DEV_HEADER = ["GPU", "NAME", "UUID", "KIND", "MEM (JOBS)/TOTAL", "UTIL", "JOBS", "WORK/S"]
 
 
@@ -111,6 +125,7 @@ def status_text(status: dict[str, Any], jobs: list[dict[str, Any]]) -> str:
         f"endpoints: {', '.join(status.get('endpoints', []))}",
         "",
         *_table(devices_rows(status, jobs), DEV_HEADER),
+        *[f"WARNING {w}" for w in unmanaged_lines(status)],
     ]
     return "\n".join(lines)
 
@@ -122,4 +137,6 @@ def top_frame(status: dict[str, Any], jobs: list[dict[str, Any]], when: str,
             f"period {status.get('period_ms')} ms  jobs {len(jobs)}  {d}(Ctrl-C quits){r}")
     gpu = _table(devices_rows(status, jobs), DEV_HEADER)
     job = _table(job_rows(jobs), JOB_HEADER) if jobs else ["no jobs"]
-    return "\n".join([head, "", f"{b}{gpu[0]}{r}", *gpu[1:], "", f"{b}{job[0]}{r}", *job[1:]])
+    warn = [f"{b}WARNING{r} {w}" for w in unmanaged_lines(status)]
+    return "\n".join([head, "", f"{b}{gpu[0]}{r}", *gpu[1:], *warn, "", f"{b}{job[0]}{r}",
+                      *job[1:]])

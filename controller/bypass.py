@@ -1,0 +1,280 @@
+"""Processes that use a GPU without the shim (docs/security.md, "How the controller can see a
+bypass").
+
+About once a second (metrics.MetricsTap calls ``look``) the detector lists the processes the GPU
+itself reports, independently of any shim: NVML's running compute processes (and per-process
+utilisation when the driver offers it) on a real GPU, the simulator's per-process table (read
+with pread, as gpustats reads its devices) on a simulated one.  Each such process (a host pid:
+the controller runs in the host pid namespace) is then classified from /proc:
+
+- *managed*: it has one of the job segment files (``<segment dir>/*.seg``, not the device
+  segments) open; the shim keeps its job's .seg open for its life.  Files are compared by
+  (st_dev, st_ino), so a container that mounts the directory elsewhere still matches.  The
+  slots' own ``pid`` (the owner's namespace pid) is not used.
+- *unknown*: it cannot be inspected (gone, permission): never reported.
+- *unmanaged*: otherwise.  Reported once seen unmanaged in GRACE consecutive looks (a shim
+  attaches lazily, at its first hooked call), with a log WARNING once per process.
+
+Report only: nothing is killed and the policy is not changed (see docs/security.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tgs.intercept import simstate as S
+from tgs.intercept.ofd import F_OFD_GETLK, lock_request, lock_type
+
+from .devices import Device
+
+log = logging.getLogger(__name__)
+GRACE = 2                 # consecutive unmanaged looks before a process is reported
+LOOK_EVERY = 1.0          # seconds between looks (metrics.MetricsTap)
+MAX_FDS = 65536           # fds inspected per process (a bound, not a limit of the kernel)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """One process the GPU reports on one device."""
+
+    pid: int                     # host pid
+    device: int
+    mem_used: int | None = None  # bytes, None when the source does not say
+    busy_ns: int | None = None   # cumulative GPU time (simulator)
+    share: float | None = None   # 0..1 GPU time share when the source gives it (NVML smUtil)
+
+
+@dataclass(frozen=True)
+class Unmanaged:
+    """One reported process: what status shows (replies.UnmanagedInfo)."""
+
+    pid: int
+    comm: str | None
+    mem_used: int | None
+    gpu_share: float | None
+    first_seen: float            # unix time of the first look that saw it unmanaged
+
+
+Lister = Callable[[list[Device]], list[GpuProcess]]
+
+
+@dataclass
+class _Seen:
+    streak: int = 0
+    first_seen: float = 0.0
+    busy: tuple[float, int] | None = None     # (monotonic t, busy_ns) at the previous look
+    share: float | None = None
+
+
+@dataclass
+class BypassDetector:
+    devices: list[Device]
+    seg_dir: Path
+    lister: Lister | None = None              # default: list_gpu_processes
+    proc_root: Path = Path("/proc")
+    sim_path: Path | None = None
+    clock: Callable[[], float] = time.time
+    seen: dict[tuple[int, int], _Seen] = field(default_factory=dict)   # (device, pid)
+    warned: set[int] = field(default_factory=set)
+    last: dict[int, list[Unmanaged]] = field(default_factory=dict)
+    looks: int = 0
+
+    def look(self, now: float | None = None) -> dict[int, list[Unmanaged]]:
+        """One look: {device index: reported unmanaged processes} (also kept in ``last``)."""
+        now = time.monotonic() if now is None else now
+        wall = self.clock()
+        lister = self.lister or (lambda devs: list_gpu_processes(devs, self.sim_path))
+        try:
+            procs = lister(self.devices)
+        except Exception:                       # a source's failure must not stop the loop
+            log.exception("cannot list the GPU processes")
+            procs = []
+        segs = seg_files(self.seg_dir)
+        verdicts: dict[int, str] = {}
+        out: dict[int, list[Unmanaged]] = {d.index: [] for d in self.devices}
+        keep: set[tuple[int, int]] = set()
+        for p in procs:
+            if p.pid not in verdicts:
+                verdicts[p.pid] = classify(p.pid, segs, self.proc_root)
+            if verdicts[p.pid] != "unmanaged":
+                continue
+            key = (p.device, p.pid)
+            keep.add(key)
+            s = self.seen.setdefault(key, _Seen(first_seen=wall))
+            s.streak += 1
+            s.share = p.share if p.share is not None else _share(s, now, p.busy_ns)
+            if s.streak < GRACE:
+                continue
+            comm = read_comm(p.pid, self.proc_root)
+            out.setdefault(p.device, []).append(
+                Unmanaged(p.pid, comm, p.mem_used, s.share, round(s.first_seen, 3)))
+            if p.pid not in self.warned:
+                self.warned.add(p.pid)
+                log.warning("GPU %d: process %d (%s) uses the GPU without the TGS shim "
+                            "(no job segment open): it is not limited by TGS",
+                            p.device, p.pid, comm)
+        for key in set(self.seen) - keep:
+            del self.seen[key]
+        self.warned &= {pid for _, pid in keep}
+        self.last = out
+        self.looks += 1
+        return out
+
+
+def _share(s: _Seen, now: float, busy: int | None) -> float | None:
+    """GPU time share from cumulative busy time between two looks."""
+    prev, s.busy = s.busy, (None if busy is None else (now, busy))
+    if busy is None or prev is None or busy < prev[1] or now - prev[0] < 0.2:
+        return s.share
+    return round(max(0.0, min(1.0, (busy - prev[1]) / 1e9 / (now - prev[0]))), 4)
+
+
+# ---------------------------------------------------------------- matching (/proc)
+def seg_files(seg_dir: Path) -> set[tuple[int, int]]:
+    """(st_dev, st_ino) of the job segments (``*.seg`` but ``device-*.seg``)."""
+    out: set[tuple[int, int]] = set()
+    try:
+        entries = list(os.scandir(seg_dir))
+    except OSError:
+        return out
+    for e in entries:
+        if not e.name.endswith(".seg") or e.name.startswith("device-"):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        out.add((st.st_dev, st.st_ino))
+    return out
+
+
+def classify(pid: int, segs: set[tuple[int, int]], proc_root: Path = Path("/proc")) -> str:
+    """"managed" (a job segment open), "unmanaged", or "unknown" (cannot be inspected)."""
+    fd_dir = proc_root / str(pid) / "fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:                 # gone, or not ours to read
+        return "unknown"
+    for name in names[:MAX_FDS]:
+        link = fd_dir / name
+        try:
+            if not os.readlink(link).endswith(".seg"):
+                continue            # sockets, pipes, anything else: no stat needed
+            st = os.stat(link)
+        except OSError:
+            continue                # closed meanwhile
+        if (st.st_dev, st.st_ino) in segs:
+            return "managed"
+    if not (proc_root / str(pid)).exists():
+        return "unknown"            # exited while we looked
+    return "unmanaged"
+
+
+def read_comm(pid: int, proc_root: Path = Path("/proc")) -> str | None:
+    try:
+        return (proc_root / str(pid) / "comm").read_text(errors="replace").strip()[:64]
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- sources
+def list_gpu_processes(devices: list[Device], sim_path: Path | None = None) -> list[GpuProcess]:
+    out: list[GpuProcess] = []
+    sim = [d.index for d in devices if d.kind == "sim"]
+    if sim:
+        out += sim_processes(sim_path or S.state_path(), set(sim))
+    nvml = [d.index for d in devices if d.kind == "nvml"]
+    if nvml:
+        out += nvml_processes(nvml)
+    return out
+
+
+_PROC_OFF = S.SimState.proc.offset
+_PROC_SIZE = ctypes.sizeof(S.SimProc)
+_READ = _PROC_OFF + S.SIM_MAX_PROCS * _PROC_SIZE
+
+
+def sim_processes(path: Path, indexes: set[int]) -> list[GpuProcess]:
+    """The simulator's live processes with memory or GPU time on the given devices.  Read with
+    pread, never mapped (every simulated tenant may write or truncate the file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        buf = os.pread(fd, _READ, 0)
+        if len(buf) < _READ:
+            return []
+        h = S.SimHeader.from_buffer_copy(buf)
+        if h.magic != S.SIM_STATE_MAGIC or h.version != S.SIM_STATE_VERSION or \
+                not 0 < h.ndevices <= S.SIM_MAX_DEVICES:
+            return []
+        out = []
+        for i in range(S.SIM_MAX_PROCS):
+            p = S.SimProc.from_buffer_copy(buf, _PROC_OFF + i * _PROC_SIZE)
+            if not p.in_use or p.pid <= 0 or not _sim_alive(fd, i):
+                continue
+            for k in sorted(indexes):
+                if k >= h.ndevices:
+                    continue
+                d = p.dev[k]
+                if d.mem_used or d.busy_ns:
+                    out.append(GpuProcess(int(p.pid), k, int(d.mem_used), int(d.busy_ns)))
+        return out
+    except (OSError, ValueError):
+        return []
+    finally:
+        os.close(fd)
+
+
+def _sim_alive(fd: int, slot: int) -> bool:
+    try:
+        res = fcntl.fcntl(fd, F_OFD_GETLK, lock_request(fcntl.F_WRLCK, S.SIM_LOCK_SLOT_BASE + slot))
+    except OSError:
+        return True
+    return lock_type(res) != fcntl.F_UNLCK
+
+
+def nvml_processes(indexes: list[int]) -> list[GpuProcess]:
+    """NVML's running compute processes (the newest call pynvml offers) with their used memory,
+    and their SM utilisation when nvmlDeviceGetProcessUtilization answers."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    out: list[GpuProcess] = []
+    try:
+        get = next(getattr(pynvml, n) for n in (
+            "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+            "nvmlDeviceGetComputeRunningProcesses") if hasattr(pynvml, n))
+        for k in indexes:
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(k)
+                procs = get(h)
+            except Exception:
+                continue
+            util: dict[int, float] = {}
+            try:
+                for s in pynvml.nvmlDeviceGetProcessUtilization(
+                        h, int((time.time() - 2) * 1e6)):
+                    util[int(s.pid)] = max(util.get(int(s.pid), 0.0), s.smUtil / 100.0)
+            except Exception:
+                pass                 # not supported, or no sample yet: share unknown
+            for p in procs:
+                mem = getattr(p, "usedGpuMemory", None)
+                out.append(GpuProcess(int(p.pid), k, mem if isinstance(mem, int) else None,
+                                      share=util.get(int(p.pid))))
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return out

@@ -44,7 +44,7 @@ REPLY_TABLES: dict[str, type[R.Reply]] = {
     "register reply": R.RegisterReply, "unregister reply": R.UnregisterReply,
     "set reply": R.SetReply, "list reply": R.ListReply, "status reply": R.StatusReply,
     "device object": R.DeviceInfo, "GPU object": R.GpuInfo, "job object": R.JobInfo,
-    "placement object": R.PlacementInfo,
+    "placement object": R.PlacementInfo, "unmanaged-process object": R.UnmanagedInfo,
 }
 
 

@@ -1,14 +1,17 @@
 """The known limit, made visible: a tenant that does not run the shim (LD_PRELOAD unset) is not
 limited by anything of TGS, but the GPU sees it.  Here the simulator's per-process counters (as
 NVML's process list and utilisation would on a GPU) show a process with GPU time that has no
-live slot in any job: what the controller could report (docs/security.md, "How the controller
-can see a bypass").  Its effect on the victims is printed, not asserted (that is the limit).
+live slot in any job, and the controller reports it in status (gpus[].unmanaged,
+docs/security.md "How the controller can see a bypass") within a few seconds, while the shimmed
+victims are not reported.  Its effect on the victims is printed, not asserted (that is the
+limit: the report stops nothing).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hostile_fields import find_fields, read_field
@@ -53,6 +56,8 @@ def test_a_process_without_the_shim_shows_in_the_gpu_counters(
         snap = read_state(stage.env["TGS_SIM_STATE"])
         shimmed = _slot_pids(stage)
         busy = {p.pid: sum(p.busy_ns) for p in snap.processes if p.alive}
+        reported, shown = _wait_reported(stage, rogue.proc.pid, DETECT_S)
+        assert rogue.alive(), "the bypassing workload exited before the check"
     finally:
         rogue.stop()
         stage.extra.remove(rogue)
@@ -68,3 +73,43 @@ def test_a_process_without_the_shim_shows_in_the_gpu_counters(
         f"the simulator shows no GPU time for the bypassing process {rogue.proc.pid}: {busy}")
     unaccounted = {pid for pid, ns in busy.items() if ns > 0 and pid not in shimmed}
     assert unaccounted == {rogue.proc.pid}, f"GPU time without a slot: {unaccounted}"
+    # the controller's report: the bypassing process, with its GPU time, and no shimmed victim
+    assert reported is not None, (
+        f"status did not report the bypassing process {rogue.proc.pid} within {DETECT_S} s: "
+        f"{shown}\n{stage.log_tail()}")
+    assert reported["comm"] and reported["first_seen"] > 0, reported
+    assert (reported["gpu_share"] or 0) > 0, reported
+    assert not victims & {u["pid"] for u in shown}, f"shimmed victims reported: {shown}"
+    assert "uses the GPU without the TGS shim" in stage.log_tail(100_000)
+    gone, shown = _wait_cleared(stage, rogue.proc.pid, DETECT_S)
+    assert gone, f"the stopped process is still reported: {shown}"
+
+
+DETECT_S = 10.0     # detection needs two looks about 1 s apart: a loaded machine gets slack
+
+
+def _unmanaged(stage: Stage) -> list[dict[str, Any]]:
+    st = stage.status(5) or {}
+    return [u for g in st.get("gpus") or [] for u in g.get("unmanaged") or []]
+
+
+def _wait_reported(stage: Stage, pid: int, timeout: float
+                   ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    end, shown = time.monotonic() + timeout, []
+    while time.monotonic() < end:
+        shown = _unmanaged(stage)
+        hit = next((u for u in shown if u["pid"] == pid), None)
+        if hit is not None:
+            return hit, shown
+        time.sleep(0.2)
+    return None, shown
+
+
+def _wait_cleared(stage: Stage, pid: int, timeout: float) -> tuple[bool, list[dict[str, Any]]]:
+    end, shown = time.monotonic() + timeout, []
+    while time.monotonic() < end:
+        shown = _unmanaged(stage)
+        if all(u["pid"] != pid for u in shown):
+            return True, shown
+        time.sleep(0.2)
+    return False, shown

@@ -24,6 +24,7 @@ import ctypes
 import fcntl
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 GRACE = 2                 # consecutive unmanaged looks before a process is reported
 LOOK_EVERY = 1.0          # seconds between looks (metrics.MetricsTap)
 MAX_FDS = 65536           # fds inspected per process (a bound, not a limit of the kernel)
+DEVICE_SEG = re.compile(r"device-[0-9]+\.seg")    # intercept.devseg: the device tables
 
 
 @dataclass(frozen=True)
@@ -138,14 +140,14 @@ def _share(s: _Seen, now: float, busy: int | None) -> float | None:
 
 # ---------------------------------------------------------------- matching (/proc)
 def seg_files(seg_dir: Path) -> set[tuple[int, int]]:
-    """(st_dev, st_ino) of the job segments (``*.seg`` but ``device-*.seg``)."""
+    """(st_dev, st_ino) of the job segments (``*.seg`` but the device tables ``device-<i>.seg``)."""
     out: set[tuple[int, int]] = set()
     try:
         entries = list(os.scandir(seg_dir))
     except OSError:
         return out
     for e in entries:
-        if not e.name.endswith(".seg") or e.name.startswith("device-"):
+        if not e.name.endswith(".seg") or DEVICE_SEG.fullmatch(e.name):
             continue
         try:
             st = e.stat(follow_symlinks=False)

@@ -32,7 +32,7 @@ class Node:
         self.proc = self.base / "proc"
         self.segs.mkdir()
         self.proc.mkdir()
-        for name in ("train.seg", "train.ctl", "device-0.seg"):
+        for name in ("train.seg", "train.ctl", "device-0.seg", "device-x.seg"):
             (self.segs / name).write_bytes(b"x" * 64)
 
     def process(self, pid: int, comm: str, *files: Path) -> None:
@@ -78,13 +78,15 @@ def pids(report: dict[int, list]) -> dict[int, list[int]]:
 
 def test_classify_managed_unmanaged_unknown(node: Node) -> None:
     segs = seg_files(node.segs)
-    assert len(segs) == 1                                   # train.seg, not device-0.seg
+    assert len(segs) == 2                         # train.seg, device-x.seg; not device-0.seg
     node.process(100, "trainer", node.segs / "train.ctl", node.segs / "train.seg")
     node.process(101, "rogue", node.segs / "train.ctl", node.segs / "device-0.seg")
     node.process(102, "plain")
     assert classify(100, segs, node.proc) == "managed"
     assert classify(101, segs, node.proc) == "unmanaged"   # the ctl and device table: no
     assert classify(102, segs, node.proc) == "unmanaged"
+    node.process(106, "job-named-device-x", node.segs / "device-x.seg")
+    assert classify(106, segs, node.proc) == "managed"
     assert classify(103, segs, node.proc) == "unknown"     # no such process
     # a container mounts the segment directory elsewhere: the same file (device, inode) counts
     other = node.base / "container-mount"

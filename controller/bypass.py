@@ -85,6 +85,9 @@ class BypassDetector:
     clock: Callable[[], float] = time.time
     seen: dict[tuple[int, int], _Seen] = field(default_factory=dict)   # (device, pid)
     warned: set[int] = field(default_factory=set)
+    # (pid, start time) -> the job segment it was seen holding: the shim keeps it open for the
+    # process's life, so a managed process is not rescanned while that segment exists
+    managed: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     last: dict[int, list[Unmanaged]] = field(default_factory=dict)
     looks: int = 0
 
@@ -102,9 +105,10 @@ class BypassDetector:
         verdicts: dict[int, str] = {}
         out: dict[int, list[Unmanaged]] = {d.index: [] for d in self.devices}
         keep: set[tuple[int, int]] = set()
+        alive: set[tuple[int, int]] = set()
         for p in procs:
             if p.pid not in verdicts:
-                verdicts[p.pid] = classify(p.pid, segs, self.proc_root)
+                verdicts[p.pid] = self._classify(p.pid, segs, alive)
             if verdicts[p.pid] != "unmanaged":
                 continue
             key = (p.device, p.pid)
@@ -125,9 +129,27 @@ class BypassDetector:
         for key in set(self.seen) - keep:
             del self.seen[key]
         self.warned &= {pid for _, pid in keep}
+        self.managed = {k: v for k, v in self.managed.items() if k in alive}
         self.last = out
         self.looks += 1
         return out
+
+
+    def _classify(self, pid: int, segs: set[tuple[int, int]],
+                  alive: set[tuple[int, int]]) -> str:
+        root = str(self.proc_root)
+        start = start_time(pid, root)
+        if start is None:
+            return "unknown"
+        key = (pid, start)
+        if self.managed.get(key) in segs:
+            alive.add(key)
+            return "managed"
+        verdict, seg = _scan(pid, segs, root)
+        if seg is not None:
+            self.managed[key] = seg
+            alive.add(key)
+        return verdict
 
 
 def _share(s: _Seen, now: float, busy: int | None) -> float | None:
@@ -159,13 +181,18 @@ def seg_files(seg_dir: Path) -> set[tuple[int, int]]:
 
 def classify(pid: int, segs: set[tuple[int, int]], proc_root: Path = Path("/proc")) -> str:
     """"managed" (a job segment open), "unmanaged", or "unknown" (cannot be inspected)."""
-    fd_dir = proc_root / str(pid) / "fd"
+    return _scan(pid, segs, str(proc_root))[0]
+
+
+def _scan(pid: int, segs: set[tuple[int, int]], root: str) -> tuple[str, tuple[int, int] | None]:
+    """(verdict, the open segment's (st_dev, st_ino) when managed)."""
+    fd_dir = f"{root}/{pid}/fd/"
     try:
         names = os.listdir(fd_dir)
     except OSError:                 # gone, or not ours to read
-        return "unknown"
+        return "unknown", None
     for name in names[:MAX_FDS]:
-        link = fd_dir / name
+        link = fd_dir + name
         try:
             if not os.readlink(link).endswith(".seg"):
                 continue            # sockets, pipes, anything else: no stat needed
@@ -173,10 +200,20 @@ def classify(pid: int, segs: set[tuple[int, int]], proc_root: Path = Path("/proc
         except OSError:
             continue                # closed meanwhile
         if (st.st_dev, st.st_ino) in segs:
-            return "managed"
-    if not (proc_root / str(pid)).exists():
-        return "unknown"            # exited while we looked
-    return "unmanaged"
+            return "managed", (st.st_dev, st.st_ino)
+    if not os.path.exists(f"{root}/{pid}"):
+        return "unknown", None      # exited while we looked
+    return "unmanaged", None
+
+
+def start_time(pid: int, root: str) -> int | None:
+    """The process's start time (/proc/<pid>/stat field 22): with the pid, names one process."""
+    try:
+        with open(f"{root}/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def read_comm(pid: int, proc_root: Path = Path("/proc")) -> str | None:

@@ -35,10 +35,13 @@ class Node:
         for name in ("train.seg", "train.ctl", "device-0.seg", "device-x.seg"):
             (self.segs / name).write_bytes(b"x" * 64)
 
-    def process(self, pid: int, comm: str, *files: Path) -> None:
+    def process(self, pid: int, comm: str, *files: Path, start: int = 1) -> None:
         d = self.proc / str(pid)
         (d / "fd").mkdir(parents=True)
         (d / "comm").write_text(comm + "\n")
+        # /proc/<pid>/stat: field 22 is the start time; a comm may hold spaces and ")"
+        fields = ["S"] + ["0"] * 18 + [str(start)] + ["0"] * 30
+        (d / "stat").write_text(f"{pid} ({comm} x)) {' '.join(fields)}\n")
         os.symlink("socket:[1234]", d / "fd" / "0")
         for n, f in enumerate(files, start=3):
             os.symlink(f, d / "fd" / str(n))
@@ -49,6 +52,7 @@ class Node:
             f.unlink()
         (d / "fd").rmdir()
         (d / "comm").unlink()
+        (d / "stat").unlink()
         d.rmdir()
 
 
@@ -132,8 +136,7 @@ def test_a_shim_that_attaches_late_is_never_reported(node: Node) -> None:
     script.procs = [GpuProcess(300, 1, 0, 5)]
     det = detector(node, script)
     assert not pids(det.look(0.0))
-    node.gone(300)                                         # the shim opens its segment
-    node.process(300, "late", node.segs / "train.seg")
+    os.symlink(node.segs / "train.seg", node.proc / "300" / "fd" / "9")   # the shim attaches
     for t in range(1, 4):
         assert not pids(det.look(float(t)))
 
@@ -148,7 +151,7 @@ def test_gone_and_unreadable_processes_are_unknown_not_unmanaged(node: Node) -> 
     node.gone(400)                                          # exited: unknown, dropped
     assert not pids(det.look(2.0))
     assert not det.seen and not det.warned
-    node.process(400, "reused")                             # a new process with that pid
+    node.process(400, "reused", start=2)                    # a new process with that pid
     assert not pids(det.look(3.0))                          # starts its own grace
     assert pids(det.look(4.0)) == {0: [400]}
 
@@ -207,3 +210,24 @@ def test_status_metrics_and_views_show_the_process(node: Node, tmp_path: Path) -
     for text in (status_text(st, []), top_frame(st, [], "now", color=False)):
         line = next(ln for ln in text.splitlines() if "without the TGS shim" in ln)
         assert "pid 600 (rogue)" in line and "GPU 1" in line and "25%" in line
+
+
+def test_a_managed_process_whose_job_is_removed_becomes_unmanaged(node: Node) -> None:
+    """Managed processes are remembered by (pid, start time) and the segment they hold, and
+    not rescanned; removing that segment (the job unregistered under them) ends it."""
+    node.process(700, "trainer", node.segs / "train.seg")
+    script = Script()
+    script.procs = [GpuProcess(700, 0)]
+    det = detector(node, script)
+    for t in range(3):
+        assert not pids(det.look(float(t)))
+    assert list(det.managed) == [(700, 1)]
+    (node.segs / "train.seg").unlink()
+    det.look(3.0)
+    assert pids(det.look(4.0)) == {0: [700]}
+    assert not det.managed
+    node.gone(700)
+    node.process(700, "other", start=5)                     # pid reuse: not the cached one
+    (node.segs / "train.seg").write_bytes(b"y")
+    det.look(5.0)
+    assert not det.managed

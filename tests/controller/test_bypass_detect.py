@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from ctl_helpers import DEVICES, FakeEngine, make_handler
 from prometheus_client.registry import CollectorRegistry
-from tgs.controller.bypass import GRACE, BypassDetector, GpuProcess, classify, seg_files
+from tgs.controller.bypass import (
+    GRACE,
+    BypassDetector,
+    GpuProcess,
+    classify,
+    nvml_processes,
+    seg_files,
+    sim_processes,
+)
 from tgs.controller.gpustats import GpuSampler
 from tgs.controller.metrics import MetricsTap, TgsCollector
 from tgs.tools.view import status_text, top_frame
@@ -231,3 +241,43 @@ def test_a_managed_process_whose_job_is_removed_becomes_unmanaged(node: Node) ->
     (node.segs / "train.seg").write_bytes(b"y")
     det.look(5.0)
     assert not det.managed
+
+
+def test_nvml_source_with_a_scripted_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest process call pynvml offers, used memory (None when NVML says N/A), SM
+    utilisation when nvmlDeviceGetProcessUtilization answers, nothing when it raises."""
+    calls: list[str] = []
+
+    class P:
+        def __init__(self, pid: int, mem: int | None) -> None:
+            self.pid, self.usedGpuMemory = pid, mem
+
+    class U:
+        def __init__(self, pid: int, sm: int) -> None:
+            self.pid, self.smUtil = pid, sm
+
+    def util(h: int, since: int) -> list[U]:
+        if h == 1:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return [U(10, 30), U(10, 40), U(11, 5)]
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetHandleByIndex=lambda k: k,
+        nvmlDeviceGetComputeRunningProcesses_v2=lambda h: [P(10 + h, 1 << 20), P(20, None)],
+        nvmlDeviceGetComputeRunningProcesses=lambda h: pytest.fail("the old call"),
+        nvmlDeviceGetProcessUtilization=util)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    got = nvml_processes([0, 1])
+    assert got == [GpuProcess(10, 0, 1 << 20, share=0.4), GpuProcess(20, 0, None, share=None),
+                   GpuProcess(11, 1, 1 << 20, share=None), GpuProcess(20, 1, None, share=None)]
+    assert calls == ["init", "shutdown"]
+
+
+def test_sim_source_refuses_what_is_not_a_state_file(tmp_path: Path) -> None:
+    short = tmp_path / "short"
+    short.write_bytes(b"\0" * 100)
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\xff" * (1 << 20))
+    for path in (tmp_path / "missing", short, junk):
+        assert sim_processes(path, {0}) == []

@@ -2,7 +2,7 @@
 process with ~100 open fds (the real /proc), every second one (or, with a second argument
 `all`, every one) holding a job segment open.
 
-Run: .venv/bin/python tests/controller/bypass_cost.py 64 [all]
+Run: .venv/bin/python -m tgs.bench.bypass_cost 64 [all]
 """
 
 from __future__ import annotations

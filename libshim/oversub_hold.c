@@ -120,6 +120,24 @@ void tgs_oversub_watch_start_locked(void)
     pthread_setname_np(t, "tgs-ovwatch");
 }
 
+/* A launch on the slow path of a job with managed memory (not on hold): a look without
+ * prefetch, so that an eviction since the watcher's last look holds this very launch. */
+void tgs_oversub_launch_look(void)
+{
+    struct tgs_oversub *o = ov();
+    size_t f = 0, t = 0;
+    CUdevice dev = 0;
+    if (!tgs_g.opt.oversub_pause_ns || tgs_capture_any() || !tgs_g.real.cuMemGetInfo_v2 ||
+        !tgs_g.real.cuCtxGetDevice || pthread_mutex_trylock(&o->mu) != 0)
+        return;
+    if (tgs_g.real.cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+        tgs_g.real.cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS &&
+        tgs_oversub_note_locked((int)dev, f, t) && f < tgs_oversub_margin(t) &&
+        tgs_oversub_on())
+        tgs_oversub_set_hold_locked();
+    pthread_mutex_unlock(&o->mu);
+}
+
 /* Wait (mu not held) until the prefetch stream is done, at most until deadline. */
 static void wait_prefetch(CUstream s, uint64_t deadline)
 {

@@ -80,7 +80,7 @@ struct tgs_options {
     int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
     char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */
-    uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 2000): longest guard pause */
+    uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 10000): longest hold of a launch */
     uint64_t oversub_watch_ns;  /* TGS_OVERSUB_WATCH_MS (default 2): watcher period, 0 = none */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
     char parts[16384];          /* TGS_PARTS: a multi-device job's .seg paths, ';' (parts.c) */
@@ -416,6 +416,7 @@ CUstream tgs_oversub_stream_locked(void);
 void tgs_oversub_set_hold_locked(void);
 void tgs_oversub_watch_start_locked(void); /* at a tracked range: the watcher runs */
 void tgs_oversub_hold_wait(void);          /* launch slow path while hold is set */
+void tgs_oversub_launch_look(void);        /* launch slow path, managed memory, no hold */
 void tgs_oversub_hold_reset(void);         /* in a forked child */
 void tgs_oversub_stop(void);               /* at exit: bounded wait for the watcher */
 

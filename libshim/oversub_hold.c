@@ -39,7 +39,10 @@ static struct tgs_oversub *ov(void) { return &tgs_g.oversub; }
 void tgs_oversub_set_hold_locked(void)
 {
     struct tgs_oversub *o = ov();
-    if (TGS_RELAXED_LOAD(&o->hold))
+    /* the guard protects production: with no production job on the device (the table
+     * says so) the pressure is the job's own or other opportunistic jobs', and holding
+     * would only stop this job (without a table we cannot tell: hold) */
+    if (TGS_RELAXED_LOAD(&o->hold) || tgs_prod_present() == 0)
         return;
     o->holds++;
     TGS_RELAXED_STORE(&o->hold, 1);

@@ -455,6 +455,7 @@ uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
 uint64_t tgs_prod_gap_last(void);   /* the latest gap in the production rings (trace) */
 int tgs_opp_jobs(void);             /* opportunistic jobs the device table lists */
+int tgs_prod_present(void);         /* a production job is listed: 1, none: 0, no table: -1 */
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */
 const uint32_t *tgs_prod_futex(uint32_t *val); /* a busy production pub's idle_futex */
 

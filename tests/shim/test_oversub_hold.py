@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tgs.intercept import segment
+from shim_helpers import list_jobs
+from tgs.intercept import devseg, segment
 
 _spec = importlib.util.spec_from_file_location(
     "oversub_watch_tests", Path(__file__).resolve().parent / "test_oversub_watch.py")
@@ -166,3 +167,30 @@ def test_production_never_holds(tmp_path: Path, env: dict[str, str],
     for _ in range(5):
         prod.ok("kernel")
     assert time.monotonic() - t0 < 5.0
+
+
+def test_no_hold_without_production_on_the_device(
+        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
+    """With a device table that lists no production job, a full device is the job's own
+    affair (or other opportunistic jobs'): its launches are not held; listed, they are."""
+    oseg, oe = job(tmp_path, closing, env, "opp", segment.PRIORITY_OPPORTUNISTIC, 96 * MiB)
+    pseg, pe = job(tmp_path, closing, env, "prod", segment.PRIORITY_PRODUCTION)
+    dev = devseg.create_device(tmp_path, 0)
+    closing.append(dev)
+    list_jobs(dev, oseg)
+    opp = agent(closing, {**oe, "TGS_OVERSUB_PAUSE_MS": "60000"})
+    prod = agent(closing, pe)
+    opp.ok("malloc", 48 * MiB)
+    opp.ok("sync")
+    d = prod.ok("malloc", 40 * MiB)["ptr"]
+    time.sleep(0.2)
+    opp.send("launch")
+    assert opp.ready(5.0)  # not held (it pays its migration)
+    assert opp.recv()["r"] == 0
+    list_jobs(dev, oseg, pseg)  # production appears in the table
+    time.sleep(0.3)  # the shim re-reads the table at most 100 ms late
+    opp.send("launch")
+    assert not opp.ready(1.0)
+    prod.ok("free", d)
+    assert opp.ready(10.0)
+    assert opp.recv()["r"] == 0

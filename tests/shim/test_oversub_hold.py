@@ -145,8 +145,12 @@ def test_no_watcher_the_synchronize_sets_the_hold(
                      TGS_OVERSUB_WATCH_MS="0")
     opp.ok("malloc", 48 * MiB)
     opp.ok("sync")
+    opp.ok("launch")  # the thread's first launch (slow path: it takes its lane)
+    opp.ok("sync")
     d = prod.ok("malloc", 40 * MiB)["ptr"]
-    opp.ok("launch")  # nobody looked yet: it goes (and pays)
+    t0 = time.monotonic()
+    opp.ok("launch")  # on the fast path nobody looks: it goes (and pays)
+    assert time.monotonic() - t0 < 5.0
     opp.ok("sync")  # the look: short
     opp.send("launch")
     assert not opp.ready(1.0)

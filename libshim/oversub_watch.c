@@ -20,7 +20,8 @@
  *    hold (oversub_hold.c: its launches wait until the memory is back).
  * Looks happen on a successful synchronize (at most every TGS_OVERSUB_CHECK_MS,
  * with prefetch), in the watcher thread (every TGS_OVERSUB_WATCH_MS, no
- * prefetch: it only sets the hold) and in a held launch (oversub_hold.c).
+ * prefetch: it only sets the hold), on a launch's slow path (no prefetch) and in a held
+ * launch (oversub_hold.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -29,6 +29,14 @@ int tgs_launch_slow_before(uint64_t work, uint64_t blocks, uint64_t kernels, CUs
     struct tgs_lane *lane = tgs_tls.lane;
     if (!lane || tgs_tls.epoch != tgs_g.epoch)
         lane = tgs_lane_slow(s);
+    /* oversubscribed and evicted: wait for the memory instead of migrating (first, so that
+     * the gates below judge the moment the kernel really goes); a job with managed memory
+     * on this path looks first (an eviction since the watcher's last look) */
+    if (TGS_UNLIKELY(TGS_RELAXED_LOAD(&tgs_g.oversub.n)) &&
+        !TGS_RELAXED_LOAD(&tgs_g.oversub.hold))
+        tgs_oversub_launch_look();
+    if (TGS_UNLIKELY(TGS_RELAXED_LOAD(&tgs_g.oversub.hold)))
+        tgs_oversub_hold_wait();
     uint32_t gate = TGS_RELAXED_LOAD(&tgs_g.ctl->gate_flags);
     int fit = (gate & (TGS_GATE_WAIT | TGS_GATE_FIT)) == (TGS_GATE_WAIT | TGS_GATE_FIT);
     if ((gate & TGS_GATE_WAIT) && !fit)

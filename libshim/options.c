@@ -121,7 +121,9 @@ void tgs_options_load(struct tgs_options *o)
     /* oversubscription (oversub_watch.c): how often a synchronize looks at device memory,
      * and the longest the thrashing guard holds one synchronize (0: no guard) */
     o->oversub_check_ns = env_ms("TGS_OVERSUB_CHECK_MS", 10) * 1000000ull;
-    o->oversub_pause_ns = env_ms("TGS_OVERSUB_PAUSE_MS", 2000) * 1000000ull;
+    o->oversub_pause_ns = env_ms("TGS_OVERSUB_PAUSE_MS", 10000) * 1000000ull;
+    /* the watcher thread's period (oversub_hold.c; 0: no watcher, synchronizes look only) */
+    o->oversub_watch_ns = env_ms("TGS_OVERSUB_WATCH_MS", 2) * 1000000ull;
 
     const char *dh = getenv("TGS_DEBUG_HITS");
     o->debug_hits = dh && strcmp(dh, "1") == 0;

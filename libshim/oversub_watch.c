@@ -1,13 +1,13 @@
 /*
- * libshim/oversub_watch.c: what an oversubscribed opportunistic job does on
- * its synchronize slow path (docs/oversubscription.md, "Prefetch back" and
- * "Thrashing guard").  Never on the launch path.
+ * libshim/oversub_watch.c: what an oversubscribed opportunistic job knows
+ * about its managed memory, and the looks that keep it (docs/
+ * oversubscription.md, "Prefetch back" and "Thrashing guard").  Never on the
+ * launch fast path.
  *
  * The shim cannot ask the driver which pages are resident (no range or
  * pointer attribute says so), so it keeps its own belief per managed range:
  * a prefix `in` of bytes it prefetched while the device had room for them.
- * At most every TGS_OVERSUB_CHECK_MS a successful synchronize looks at the
- * device's free memory (the real cuMemGetInfo):
+ * A look reads the device's free memory (the real cuMemGetInfo):
  *  - free fell under the margin since the last look: someone filled the
  *    device, and the driver may have moved our pages to the host: nothing is
  *    believed resident any more;
@@ -16,12 +16,12 @@
  *    faults of the next kernels);
  *  - the device is full and bytes of ours are not back: the working set does
  *    not fit what is left on the GPU (a device with room is no thrashing: a
- *    kernel's faults then bring pages in without evicting).  After
- *    THRASH_LOOKS such looks in a row the thrashing guard holds the
- *    synchronize (the job launches nothing meanwhile: its work is done and it
- *    waits before the next step) until a look brings all of it back, at most
- *    TGS_OVERSUB_PAUSE_MS at a time: a job that never gets its memory back
- *    runs one step per pause, never wedges.
+ *    kernel's faults then bring pages in without evicting): the job is put on
+ *    hold (oversub_hold.c: its launches wait until the memory is back).
+ * Looks happen on a successful synchronize (at most every TGS_OVERSUB_CHECK_MS,
+ * with prefetch), in the watcher thread (every TGS_OVERSUB_WATCH_MS, no
+ * prefetch: it only sets the hold), on a launch's slow path (no prefetch) and in a held
+ * launch (oversub_hold.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,15 +30,13 @@
 
 #define MARGIN_MIN (1ull << 20)
 #define MARGIN_MAX (64ull << 20)
-#define THRASH_LOOKS 3
-#define PAUSE_STEP_NS 5000000ull
 #define PAGE 4096ull
 #define TGS_CU_STREAM_NON_BLOCKING 1u
 
 static struct tgs_oversub *ov(void) { return &tgs_g.oversub; }
 
 /* free memory under this means the device is full */
-static uint64_t margin(uint64_t total)
+uint64_t tgs_oversub_margin(uint64_t total)
 {
     uint64_t m = total / 256;
     return m < MARGIN_MIN ? MARGIN_MIN : m > MARGIN_MAX ? MARGIN_MAX : m;
@@ -53,7 +51,8 @@ static void atfork_child(void)
     o->r = NULL;
     o->n = o->cap = 0;
     __builtin_memset(o->d, 0, sizeof o->d);
-    o->thrash = 0;
+    o->hold = 0;
+    tgs_oversub_hold_reset(); /* no watcher thread in the child */
     pthread_mutex_init(&o->free_mu, NULL); /* deferred frees: the parent's events */
     free(o->pend);
     o->pend = NULL;
@@ -86,6 +85,12 @@ void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host)
                                       .host = host };
     __atomic_store_n(&o->n, o->n + 1, __ATOMIC_RELAXED); /* read unlocked by the hooks */
     __atomic_store_n(&o->next_ns, 0, __ATOMIC_RELAXED); /* look at the next synchronize */
+    CUcontext cur = NULL;
+    if (tgs_g.real.cuCtxGetCurrent && tgs_g.real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur) {
+        o->wctx = cur; /* the watcher looks at the device of the last range */
+        o->wdev = (int)dev;
+    }
+    tgs_oversub_watch_start_locked();
     pthread_mutex_unlock(&o->mu);
 }
 
@@ -197,63 +202,64 @@ static void promote_locked(void)
     }
 }
 
-/* One look at the device: prefetch back what fits.  Returns 1 when the working set does
- * not fit: the device is full and bytes of ours are not back (a device with room is no
- * thrashing: a kernel's faults bring pages in without evicting); strict (the guard's
- * resume test): bytes of ours are still not back after the prefetch. */
-static int look_locked(int strict)
+/* What a look read from device dev (free f of total t) says about our ranges there: a fall
+ * under the margin since the last look clears the belief; returns the bytes of ours not
+ * believed resident (ranges that prefer the host not counted). */
+uint64_t tgs_oversub_note_locked(int dev, uint64_t f, uint64_t t)
+{
+    struct tgs_oversub *o = ov();
+    uint64_t m = tgs_oversub_margin(t), out = 0;
+    if (dev < 0 || dev >= TGS_OVERSUB_DEVS)
+        return 0;
+    if (f < m && (!o->d[dev].seen || o->d[dev].last_free >= m))
+        for (size_t i = 0; i < o->n; i++) /* the device filled up: maybe evicted */
+            if (o->r[i].dev == dev)
+                o->r[i].in = 0;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->r[i].dev == dev && !o->r[i].host)
+            out += o->r[i].bytes - o->r[i].in;
+    o->d[dev].last_free = f;
+    o->d[dev].seen = 1;
+    return out;
+}
+
+/* One look at the current context's device: prefetch back what fits.  Returns 1 when the
+ * working set does not fit: the device is full and bytes of ours are not back; strict (a
+ * held launch's resume test): bytes of ours are still not back after the prefetch.  *moved
+ * (may be NULL): the bytes this look prefetched. */
+int tgs_oversub_look_locked(int strict, uint64_t *moved)
 {
     struct tgs_oversub *o = ov();
     size_t f = 0, t = 0;
+    if (moved)
+        *moved = 0;
     /* the current context's device: its free memory, its ranges (a job may use several) */
     if (ensure_stream_locked() != 0 || !tgs_g.real.cuMemGetInfo_v2 ||
         tgs_g.real.cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS)
         return 0;
-    uint64_t m = margin(t), out = 0;
-    if (f < m && (!o->d[o->dev].seen || o->d[o->dev].last_free >= m))
-        for (size_t i = 0; i < o->n; i++) /* the device filled up: maybe evicted */
-            if (o->r[i].dev == o->dev)
-                o->r[i].in = 0;
+    uint64_t m = tgs_oversub_margin(t);
+    tgs_oversub_note_locked(o->dev, f, t);
     promote_locked();
+    uint64_t out = 0, got = 0;
     for (size_t i = 0; i < o->n; i++)
         if (o->r[i].dev == o->dev && !o->r[i].host)
             out += o->r[i].bytes - o->r[i].in;
-    uint64_t moved = 0;
     if (out && f > m) {
-        moved = bring_back_locked(f - m);
-        o->prefetched += moved;
-        out -= moved;
+        got = bring_back_locked(f - m);
+        o->prefetched += got;
+        out -= got;
     }
-    o->d[o->dev].last_free = f - moved; /* what we took ourselves is no sign of pressure */
-    o->d[o->dev].seen = 1;
+    o->d[o->dev].last_free = f - got; /* what we took ourselves is no sign of pressure */
+    if (moved)
+        *moved = got;
     return strict ? out != 0 : f < m && out != 0;
 }
 
-/* Hold this synchronize while the working set does not fit (mu held on entry and exit). */
-static void pause_locked(void)
+/* The prefetch stream of the current look's device (NULL: none). */
+CUstream tgs_oversub_stream_locked(void)
 {
     struct tgs_oversub *o = ov();
-    uint64_t max = tgs_g.opt.oversub_pause_ns, t0 = tgs_now_ns(), now = t0;
-    o->pauses++;
-    tgs_log(TGS_LOG_INFO, "oversubscription: the working set does not fit the GPU's free "
-                          "memory; pausing (thrashing guard, pause %llu)",
-            (unsigned long long)o->pauses);
-    __atomic_store_n(&o->thrash, THRASH_LOOKS, __ATOMIC_RELAXED);
-    while (now - t0 < max) {
-        pthread_mutex_unlock(&o->mu);
-        uint64_t left = max - (now - t0);
-        tgs_sleep_ns(left < PAUSE_STEP_NS ? left : PAUSE_STEP_NS);
-        pthread_mutex_lock(&o->mu);
-        now = tgs_now_ns();
-        if (tgs_g.slot)
-            TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, now);
-        if (!look_locked(1)) {
-            __atomic_store_n(&o->thrash, 0, __ATOMIC_RELAXED);
-            tgs_log(TGS_LOG_INFO, "oversubscription: memory is back; resuming after %llu ms",
-                    (unsigned long long)((now - t0) / 1000000ull));
-            return;
-        }
-    }
+    return o->dev >= 0 && o->dev < TGS_OVERSUB_DEVS ? o->d[o->dev].stream : NULL;
 }
 
 void tgs_oversub_synced(void)
@@ -266,23 +272,12 @@ void tgs_oversub_synced(void)
     uint64_t now = tgs_now_ns();
     if (now < __atomic_load_n(&o->next_ns, __ATOMIC_RELAXED))
         return;
-    if (pthread_mutex_trylock(&o->mu) != 0) {
-        /* another thread looks, or holds the guard: a guarded job's threads all wait */
-        uint64_t t0 = now;
-        while (__atomic_load_n(&o->thrash, __ATOMIC_RELAXED) >= THRASH_LOOKS &&
-               tgs_now_ns() - t0 < tgs_g.opt.oversub_pause_ns)
-            tgs_sleep_ns(PAUSE_STEP_NS);
-        return;
-    }
+    if (pthread_mutex_trylock(&o->mu) != 0)
+        return; /* another thread (or the watcher) looks */
     __atomic_store_n(&o->next_ns, now + tgs_g.opt.oversub_check_ns, __ATOMIC_RELAXED);
-    if (look_locked(0)) {
-        int k = __atomic_load_n(&o->thrash, __ATOMIC_RELAXED);
-        if (k < THRASH_LOOKS)
-            __atomic_store_n(&o->thrash, ++k, __ATOMIC_RELAXED);
-        if (k >= THRASH_LOOKS && tgs_g.opt.oversub_pause_ns)
-            pause_locked();
-    } else {
-        __atomic_store_n(&o->thrash, 0, __ATOMIC_RELAXED);
-    }
+    /* the working set does not fit: the next launch waits (oversub_hold.c), which also
+     * clears the hold once the memory is back */
+    if (tgs_oversub_look_locked(0, NULL) && tgs_g.opt.oversub_pause_ns)
+        tgs_oversub_set_hold_locked();
     pthread_mutex_unlock(&o->mu);
 }

@@ -351,6 +351,16 @@ uint64_t tgs_prod_seq(void)
     return sum;
 }
 
+int tgs_prod_present(void)
+{
+    if (!tgs_peers_refresh() || !tgs_g.peers.region)
+        return -1;
+    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
+        if (is_prod(k))
+            return 1;
+    return 0;
+}
+
 int tgs_opp_jobs(void)
 {
     /* from the controller's table, not the pubs: a job whose page is missing still counts */

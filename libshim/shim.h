@@ -80,7 +80,8 @@ struct tgs_options {
     int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
     char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */
-    uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 2000): longest guard pause */
+    uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 10000): longest hold of a launch */
+    uint64_t oversub_watch_ns;  /* TGS_OVERSUB_WATCH_MS (default 2): watcher period, 0 = none */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
     char parts[16384];          /* TGS_PARTS: a multi-device job's .seg paths, ';' (parts.c) */
 };
@@ -128,7 +129,13 @@ struct tgs_oversub {
         int seen;               /* last_free is set */
     } d[TGS_OVERSUB_DEVS];      /* per device ordinal */
     int dev;                    /* the current context's device (the look's) */
-    int thrash;                 /* consecutive looks that found the working set short */
+    int hold;                   /* the working set does not fit: launches take the slow
+                                 * path and wait there (oversub_hold.c; relaxed loads) */
+    CUcontext wctx;             /* the watcher's context and device: the last range's */
+    int wdev;
+    pthread_cond_t wcv;         /* wakes the watcher when a range is tracked or at exit */
+    int wpid, wstop, wstopped;  /* the watcher runs in process wpid (0: none) */
+    uint64_t holds, held_ns;    /* holds set, launch time spent held (logged) */
     pthread_mutex_t free_mu;    /* the deferred frees (oversub_free.c) */
     struct tgs_ofree { uint64_t ptr; CUevent ev; } *pend;
     size_t npend, cappend;
@@ -400,6 +407,18 @@ int tgs_oversub_reap(int wait);
 void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host);
 void tgs_oversub_forget(uint64_t ptr);
 void tgs_oversub_synced(void);
+/* oversub_watch.c, for oversub_hold.c (mu held) */
+uint64_t tgs_oversub_margin(uint64_t total);
+uint64_t tgs_oversub_note_locked(int dev, uint64_t f, uint64_t t);
+int tgs_oversub_look_locked(int strict, uint64_t *moved);
+CUstream tgs_oversub_stream_locked(void);
+/* oversub_hold.c: the thrashing guard (hold, watcher thread, held launches) */
+void tgs_oversub_set_hold_locked(void);
+void tgs_oversub_watch_start_locked(void); /* at a tracked range: the watcher runs */
+void tgs_oversub_hold_wait(void);          /* launch slow path while hold is set */
+void tgs_oversub_launch_look(void);        /* launch slow path, managed memory, no hold */
+void tgs_oversub_hold_reset(void);         /* in a forked child */
+void tgs_oversub_stop(void);               /* at exit: bounded wait for the watcher */
 
 /* ptrmap.c */
 void tgs_ptrmap_put(struct tgs_ptrmap *m, uint32_t kind, uint64_t key, uint64_t bytes);
@@ -436,6 +455,7 @@ uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
 uint64_t tgs_prod_gap_last(void);   /* the latest gap in the production rings (trace) */
 int tgs_opp_jobs(void);             /* opportunistic jobs the device table lists */
+int tgs_prod_present(void);         /* a production job is listed: 1, none: 0, no table: -1 */
 uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned); /* gap_claim of the gap's owner */
 const uint32_t *tgs_prod_futex(uint32_t *val); /* a busy production pub's idle_futex */
 
@@ -521,6 +541,7 @@ static inline __attribute__((always_inline)) int tgs_launch_fast(uint64_t work, 
     if (TGS_UNLIKELY(!lane || tgs_tls.epoch != tgs_g.epoch || tgs_tls.shared ||
                      TGS_RELAXED_LOAD(&c->rate) != TGS_RATE_UNLIMITED ||
                      TGS_RELAXED_LOAD(&c->inflight_cap) || TGS_RELAXED_LOAD(&tgs_g.captures) ||
+                     TGS_RELAXED_LOAD(&tgs_g.oversub.hold) ||
                      (gate && (gate != TGS_GATE_PUBLISH ||
                                !TGS_RELAXED_LOAD(&tgs_g.dev_active)))))
         return 0;

@@ -18,7 +18,7 @@ struct tgs_global tgs_g = {
     .drain = { .mu = PTHREAD_MUTEX_INITIALIZER, .rec_mu = PTHREAD_MUTEX_INITIALIZER,
                .cv = PTHREAD_COND_INITIALIZER },
     .oversub = { .mu = PTHREAD_MUTEX_INITIALIZER, .fork_once = PTHREAD_ONCE_INIT,
-                 .free_mu = PTHREAD_MUTEX_INITIALIZER },
+                 .free_mu = PTHREAD_MUTEX_INITIALIZER, .wcv = PTHREAD_COND_INITIALIZER },
     .fd = -1,
     .slot_idx = -1,
 };
@@ -66,5 +66,6 @@ void tgs_init_slow(void)
 __attribute__((destructor)) static void tgs_fini(void)
 {
     tgs_drain_stop();
+    tgs_oversub_stop();
     tgs_detach();
 }

@@ -97,47 +97,6 @@ def test_evicted_memory_comes_back_by_prefetch_not_faults(
     assert float(opp.ok("kernel")["ms"]) < 0.01  # recovered: the kernel paid no fault
 
 
-def test_thrashing_guard_pauses_while_production_holds_the_memory(
-        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
-    opp, prod = pair(tmp_path, closing, env, TGS_OVERSUB_PAUSE_MS="60000")
-    m = opp.ok("malloc", 48 * MiB)["ptr"]
-    opp.ok("fill", m, 48 * MiB, 0x3C)
-    opp.ok("sync")
-    assert dev0(env).managed_resident == 48 * MiB
-    d = prod.ok("malloc", 40 * MiB)["ptr"]  # 24 MiB of the 48 go to the host
-    # its working set (48) no longer fits what is left (24): each step pays the bus
-    assert float(opp.ok("kernel")["ms"]) == pytest.approx(mig_ms(24 * MiB), rel=0.02)
-    opp.send("sync")  # the third look in a row that finds it short: the guard holds it
-    assert not opp.ready(1.0)
-    busy = busy_of(env, opp.p.pid)
-    for _ in range(3):  # production runs at its solo cost, the opportunistic job takes none
-        assert float(prod.ok("kernel")["ms"]) < 0.01
-    assert busy_of(env, opp.p.pid) == busy
-    assert not opp.ready(0.2)
-    prod.ok("free", d)  # production gives the memory back: the job resumes by itself
-    assert opp.ready(10.0)
-    assert opp.recv()["r"] == 0
-    opp.ok("sync")
-    assert dev0(env).managed_resident == 48 * MiB  # prefetched back before it resumed
-    assert float(opp.ok("kernel")["ms"]) < 0.01
-    assert opp.ok("check", m, 48 * MiB, 0x3C)["ok"]
-
-
-def test_thrashing_guard_caps_the_rate_and_never_wedges(
-        tmp_path: Path, env: dict[str, str], closing: list[Any]) -> None:
-    opp, prod = pair(tmp_path, closing, env, TGS_OVERSUB_PAUSE_MS="300")
-    opp.ok("malloc", 48 * MiB)
-    opp.ok("sync")
-    prod.ok("malloc", 40 * MiB)  # and never frees
-    opp.ok("kernel")
-    for _ in range(2):  # each step waits out one pause, then goes on (slowly)
-        t0 = time.monotonic()
-        opp.send("sync")
-        assert opp.ready(10.0)
-        assert opp.recv()["r"] == 0
-        assert time.monotonic() - t0 >= 0.3
-
-
 def test_guard_off_for_a_job_that_fits(tmp_path: Path, env: dict[str, str],
                                        closing: list[Any]) -> None:
     opp, prod = pair(tmp_path, closing, env, TGS_OVERSUB_PAUSE_MS="60000")

@@ -13,6 +13,8 @@ Extra commands, one JSON line back each:
   amalloc N / afree P        -> cuMemAllocAsync / cuMemFreeAsync on the legacy default stream
   malloc32 N / free32 P      -> the legacy 32-bit cuMemAlloc / cuMemFree
   ctx D                      -> {"r": code}: device D's primary context becomes current
+  kernels N T                -> {"r": code, "s": wall seconds}: N kernels of T threads each
+                                (T ns each at the default cost), each synchronized
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import ctypes as C
 import json
 import mmap
 import sys
+import time
 
 from tgs.bench import um_agent as ua
 
@@ -81,6 +84,12 @@ def run(fn: C.c_void_p, words: list[str]) -> dict[str, object]:
         ctx = C.c_void_p()
         r = ua.call("cuDevicePrimaryCtxRetain", C.byref(ctx), a[0])
         return {"r": r or ua.call("cuCtxSetCurrent", ctx)}
+    if op == "kernels":
+        t0, r = time.monotonic(), 0
+        for _ in range(a[0]):
+            r = r or ua.call("cuLaunchKernel", fn, a[1] // 1000 or 1, 1, 1, min(a[1], 1000),
+                             1, 1, 0, None, None, None) or ua.call("cuCtxSynchronize")
+        return {"r": r, "s": time.monotonic() - t0}
     if op == "launch":
         return {"r": ua.call("cuLaunchKernel", fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)}
     return ua.run(fn, words)

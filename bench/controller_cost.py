@@ -44,6 +44,7 @@ def _holder(paths: list[tuple[str, int]], ready: mp.Event, stop: mp.Event) -> No
                 if ofd.try_lock(seg.fd, S.LOCK_SLOT_BASE + i):
                     s = seg.slot(i)
                     s.pid, s.generation, s.state = os.getpid(), s.generation + 1, S.SLOT_ACTIVE
+                    s.lanes_used = 1            # one thread launches, as a shim counts it
                     held.append((seg, s))
                     break
     ready.set()

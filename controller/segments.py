@@ -55,7 +55,7 @@ def _slot_struct() -> tuple[struct.Struct, list[str]]:
     """Only the fields the loop reads from a slot, one unpack per ACTIVE slot."""
     items = [(_F.offsetof("struct tgs_slot", f), c, f) for f, c in (
         ("state", "I"), ("pid", "i"), ("generation", "Q"), ("mem_used", "Q"),
-        ("inflight_work", "Q"), ("dev_active", "I"))]
+        ("inflight_work", "Q"), ("dev_active", "I"), ("lanes_used", "I"))]
     lanes, lane = _F.offsetof("struct tgs_slot", "lanes"), _F.sizeof("struct tgs_lane")
     for k in range(LANES):
         for f in LANE_FIELDS:
@@ -66,8 +66,9 @@ def _slot_struct() -> tuple[struct.Struct, list[str]]:
 _SLOT, _NAMES = _slot_struct()
 _LANE0 = _NAMES.index("launches0")          # lanes come last, _NL values each
 _NL = len(LANE_FIELDS)
-(I_PID, I_GEN, I_MEM, I_INFLIGHT, I_DEVACT) = (
-    _NAMES.index(n) for n in ("pid", "generation", "mem_used", "inflight_work", "dev_active"))
+(I_PID, I_GEN, I_MEM, I_INFLIGHT, I_DEVACT, I_LANES) = (
+    _NAMES.index(n) for n in ("pid", "generation", "mem_used", "inflight_work", "dev_active",
+                              "lanes_used"))
 LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 periods (0.2 s)
 PRIORITY = {"production": iseg.PRIORITY_PRODUCTION, "opportunistic": iseg.PRIORITY_OPPORTUNISTIC}
 GATE_DEFAULT = {"production": iseg.GATE_PUBLISH, "opportunistic": iseg.GATE_WAIT}
@@ -154,7 +155,11 @@ class JobSeg:
                 dead = True
                 continue
             nxt[i] = gen
-            lanes = w[_LANE0:]
+            # only the lanes handed out (a thread's first launch takes one; the shim zeroes
+            # them all at claim): a tenant that under-reports only hides its own work, which
+            # its counters could hide anyway; the totals keep their high-water mark
+            n = w[I_LANES]
+            lanes = w[_LANE0:_LANE0 + (n if 0 < n <= LANES else LANES) * _NL]
             rate, burst, cap = _LINE.unpack_from(ctl_mm, _LINE_BASE + i * _LINE_SIZE)
             mem = w[I_MEM]
             out.append(SlotSample(i, gen, w[I_PID], sum(lanes[0::_NL]), sum(lanes[1::_NL]),

@@ -6,6 +6,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from shim_helpers import Job
@@ -73,3 +74,12 @@ def job(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[Job]:
         yield Job(seg, env)
     finally:
         seg.close()
+
+
+@pytest.fixture
+def closing() -> Iterator[list[Any]]:
+    """Things with close() (agents, segments) closed in reverse order after the test."""
+    things: list[Any] = []
+    yield things
+    for t in reversed(things):
+        t.close()

@@ -4,7 +4,6 @@ when production allocates, keeps working slower, and gets its pages back by pref
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,6 @@ def mig_ms(nbytes: int) -> float:
 @pytest.fixture
 def env(shim_env: dict[str, str]) -> dict[str, str]:
     return {**shim_env, "TGS_SIM_MEM": "64MiB"}
-
-
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    things: list[Any] = []
-    yield things
-    for t in reversed(things):
-        t.close()
 
 
 def job(tmp_path: Path, closing: list[Any], env: dict[str, str], name: str, priority: int,

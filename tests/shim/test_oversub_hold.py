@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,6 @@ MiB, agent, busy_of, dev0, job, mig_ms, pair = (ow.MiB, ow.agent, ow.busy_of, ow
 def env(shim_env: dict[str, str]) -> dict[str, str]:
     return {**shim_env, "TGS_SIM_MEM": "64MiB", "TGS_OVERSUB_CHECK_MS": "0"}
 
-
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    things: list[Any] = []
-    yield things
-    for t in reversed(things):
-        t.close()
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,6 @@ process's pinned bytes come back to the job."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,6 @@ pytestmark = pytest.mark.timeout(60)
 
 MiB = 1 << 20
 OOM = 2
-
-
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    things: list[Any] = []
-    yield things
-    for t in reversed(things):
-        t.close()
 
 
 def make_job(tmp_path: Path, closing: list[Any], env: dict[str, str],

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +32,6 @@ def mig_ms(nbytes: int, gbps: float = GBPS) -> float:
 @pytest.fixture
 def env(shim_env: dict[str, str]) -> dict[str, str]:
     return {**shim_env, "TGS_SIM_MEM": "64MiB", "TGS_OVERSUB_CHECK_MS": "0"}
-
-
-@pytest.fixture
-def closing() -> Iterator[list[Any]]:
-    things: list[Any] = []
-    yield things
-    for t in reversed(things):
-        t.close()
 
 
 def job(tmp_path: Path, closing: list[Any], env: dict[str, str], name: str, priority: int,

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from tgs.intercept import simstate
 
@@ -85,7 +86,8 @@ def run(fn: vp, words: list[str]) -> dict[str, object]:
     return {"r": -1, "error": f"unknown command {op}"}
 
 
-def main() -> None:
+def serve(handler: Callable[[vp, list[str]], dict[str, object]] = run) -> None:
+    """Say ready, then answer one JSON line per command line until "quit" or EOF."""
     fn = setup()
     print(json.dumps({"r": 0, "ready": True}), flush=True)
     for line in sys.stdin:
@@ -94,7 +96,11 @@ def main() -> None:
             continue
         if words[0] == "quit":
             break
-        print(json.dumps(run(fn, words)), flush=True)
+        print(json.dumps(handler(fn, words)), flush=True)
+
+
+def main() -> None:
+    serve()
 
 
 if __name__ == "__main__":

@@ -20,9 +20,7 @@ Extra commands, one JSON line back each:
 from __future__ import annotations
 
 import ctypes as C
-import json
 import mmap
-import sys
 import time
 
 from tgs.bench import um_agent as ua
@@ -96,15 +94,7 @@ def run(fn: C.c_void_p, words: list[str]) -> dict[str, object]:
 
 
 def main() -> None:
-    fn = ua.setup()
-    print(json.dumps({"r": 0, "ready": True}), flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "quit":
-            break
-        print(json.dumps(run(fn, words)), flush=True)
+    ua.serve(run)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@
  * tgs_drain_stop asks the helper to stop and waits a bounded time.
  */
 #include <errno.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,17 +67,8 @@ static void ensure_thread(void)
     int pid = (int)getpid();
     if (d->pid == pid)
         return;
-    pthread_attr_t a;
-    pthread_t t;
-    sigset_t all, old;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);   /* the application's signals are not ours */
     d->stop = d->stopped = 0;
-    int r = pthread_create(&t, &a, drain_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&a);
+    int r = tgs_spawn_helper(drain_main, "tgs-drain");
     if (r != 0) {
         tgs_log(TGS_LOG_WARN, "drain helper thread: %d; production is seen idle at its "
                               "synchronize calls only", r);
@@ -87,7 +77,6 @@ static void ensure_thread(void)
         TGS_RELAXED_STORE(&d->any, 1);
         return;
     }
-    pthread_setname_np(t, "tgs-drain");
     d->pid = pid;
 }
 

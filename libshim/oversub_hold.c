@@ -24,7 +24,6 @@
  * tgs_oversub_stop asks it to stop and waits a bounded time; fork: the child
  * has no watcher, it is started again at its first range.
  */
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,17 +101,8 @@ void tgs_oversub_watch_start_locked(void)
         pthread_cond_broadcast(&o->wcv);
         return;
     }
-    pthread_attr_t a;
-    pthread_t t;
-    sigset_t all, old;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the application's signals are not ours */
     o->wstop = o->wstopped = 0;
-    int r = pthread_create(&t, &a, watch_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&a);
+    int r = tgs_spawn_helper(watch_main, "tgs-ovwatch");
     o->wpid = pid; /* on failure too: not retried at every range */
     if (r != 0) {
         o->wstopped = 1;
@@ -120,7 +110,6 @@ void tgs_oversub_watch_start_locked(void)
                               "synchronize calls only", r);
         return;
     }
-    pthread_setname_np(t, "tgs-ovwatch");
 }
 
 /* A launch on the slow path of a job with managed memory (not on hold): a look without

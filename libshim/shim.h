@@ -572,4 +572,7 @@ int tgs_launch_slow_before(uint64_t work, uint64_t blocks, uint64_t kernels, CUs
  * sampled = what tgs_launch_slow_before returned. */
 void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled);
 
+/* helper_thread.c: a detached helper thread with every signal blocked; pthread_create's result */
+int tgs_spawn_helper(void *(*fn)(void *), const char *name);
+
 #endif /* TGS_SHIM_H */

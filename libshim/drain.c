@@ -30,7 +30,6 @@
  * Fork: the child has no helper thread; it is created again lazily.  Exit:
  * tgs_drain_stop asks the helper to stop and waits a bounded time.
  */
-#include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,7 +41,6 @@
  * back to 20 us after an idle. */
 #define DRAIN_MIN_ROUND_NS 20000ull
 #define DRAIN_MAX_ROUND_NS 200000ull
-#define DRAIN_STOP_WAIT_NS 200000000ull
 
 /* The per-thread default stream cannot be named from another thread. */
 static int untrackable(CUstream s)
@@ -288,18 +286,5 @@ void tgs_drain_reset(void)
 void tgs_drain_stop(void)
 {
     struct tgs_drain *d = &tgs_g.drain;
-    pthread_mutex_lock(&d->mu);
-    if (d->pid == (int)getpid() && !d->stopped) {
-        d->stop = 1;
-        pthread_cond_broadcast(&d->cv);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + DRAIN_STOP_WAIT_NS;
-        ts.tv_sec += (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        while (!d->stopped)
-            if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT)
-                break;   /* it waits on the GPU: exit goes on without it */
-    }
-    pthread_mutex_unlock(&d->mu);
+    tgs_stop_helper(&d->mu, &d->cv, &d->pid, &d->stop, &d->stopped);
 }

@@ -31,7 +31,6 @@
 
 #define HOLD_STEP_NS 2000000ull      /* a held launch looks this often */
 #define DRAIN_STEP_NS 1000000ull     /* ... and polls its prefetch this often */
-#define STOP_WAIT_NS 200000000ull
 
 static struct tgs_oversub *ov(void) { return &tgs_g.oversub; }
 
@@ -193,18 +192,5 @@ void tgs_oversub_hold_reset(void)
 void tgs_oversub_stop(void)
 {
     struct tgs_oversub *o = ov();
-    pthread_mutex_lock(&o->mu);
-    if (o->wpid == (int)getpid() && !o->wstopped) {
-        o->wstop = 1;
-        pthread_cond_broadcast(&o->wcv);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + STOP_WAIT_NS;
-        ts.tv_sec += (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        while (!o->wstopped)
-            if (pthread_cond_timedwait(&o->wcv, &o->mu, &ts) != 0)
-                break;
-    }
-    pthread_mutex_unlock(&o->mu);
+    tgs_stop_helper(&o->mu, &o->wcv, &o->wpid, &o->wstop, &o->wstopped);
 }

@@ -574,5 +574,8 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled);
 
 /* helper_thread.c: a detached helper thread with every signal blocked; pthread_create's result */
 int tgs_spawn_helper(void *(*fn)(void *), const char *name);
+#define TGS_HELPER_STOP_WAIT_NS 200000000ull   /* at exit, a helper gets 200 ms to stop */
+void tgs_stop_helper(pthread_mutex_t *mu, pthread_cond_t *cv, const int *owner_pid,
+                     int *stop, int *stopped);
 
 #endif /* TGS_SHIM_H */

@@ -12,6 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+GBPS = 25.0        # the simulator's default TGS_SIM_PCIE_GBPS
+
+
+def mig_ms(nbytes: int, gbps: float = GBPS) -> float:
+    """Simulated migration time of nbytes over the bus, ms."""
+    return nbytes / gbps / 1e6
+
+
 UM_AGENT = [sys.executable, "-m", "tgs.bench.um_agent"]
 OVERSUB_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "sim" / "oversub_agent.py")]
 
@@ -68,3 +76,10 @@ class OversubAgent(Agent):
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env, OVERSUB_AGENT)
+
+
+def spawn(made: list[Agent], env: dict[str, str], kind: type[Agent] = Agent) -> Agent:
+    """An agent of this kind, remembered in `made` (closed by the test's fixture)."""
+    a = kind(env)
+    made.append(a)
+    return a

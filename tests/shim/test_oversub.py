@@ -8,18 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import Agent
+from agent_helpers import Agent, mig_ms
 from tgs.intercept import segment, simstate
 
 pytestmark = pytest.mark.timeout(90)
 
 MiB = 1 << 20
-GBPS = 25.0
 OOM = 2
-
-
-def mig_ms(nbytes: int) -> float:
-    return nbytes / GBPS / 1e6
 
 
 @pytest.fixture

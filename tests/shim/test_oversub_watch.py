@@ -5,28 +5,18 @@ synchronize while its working set does not fit what production left, then resume
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import OversubAgent, mig_ms
 from tgs.intercept import segment, simstate
 
 pytestmark = pytest.mark.timeout(90)
 
 MiB = 1 << 20
-GBPS = 25.0
-_spec = importlib.util.spec_from_file_location(
-    "oversub_helpers", Path(__file__).resolve().parents[1] / "sim" / "oversub_helpers.py")
-assert _spec and _spec.loader
-oh: Any = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(oh)
-
-
-def mig_ms(nbytes: int, gbps: float = GBPS) -> float:
-    return nbytes / gbps / 1e6
 
 
 @pytest.fixture
@@ -44,7 +34,7 @@ def job(tmp_path: Path, closing: list[Any], env: dict[str, str], name: str, prio
 
 
 def agent(closing: list[Any], env: dict[str, str]) -> Any:
-    a = oh.Agent(env)
+    a = OversubAgent(env)
     closing.append(a)
     return a
 

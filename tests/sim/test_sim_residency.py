@@ -8,20 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_helpers import Agent
+from agent_helpers import Agent, mig_ms, spawn
 from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(60)
 
 MiB = 1 << 20
-GBPS = 25.0
 PREFERRED = 3  # CU_MEM_ADVISE_SET_PREFERRED_LOCATION
 HOST = -1  # CU_DEVICE_CPU
 
-
-def mig_ms(nbytes: int) -> float:
-    """Simulated migration time of nbytes at the default TGS_SIM_PCIE_GBPS."""
-    return nbytes / GBPS / 1e6
 
 
 @pytest.fixture
@@ -36,11 +31,6 @@ def agents(env: dict[str, str]) -> Iterator[list[Agent]]:
     for a in made:
         a.close()
 
-
-def spawn(agents: list[Agent], env: dict[str, str]) -> Agent:
-    a = Agent(env)
-    agents.append(a)
-    return a
 
 
 def resident(env: dict[str, str]) -> int:

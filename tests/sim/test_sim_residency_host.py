@@ -8,23 +8,24 @@ from collections.abc import Iterator
 
 import pytest
 from agent_helpers import OversubAgent as Agent
+from agent_helpers import mig_ms
+from agent_helpers import spawn as _spawn
 from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(60)
 
 MiB = 1 << 20
-GBPS = 25.0
 OOM = 2
 HOST = -1
-
-
-def mig_ms(nbytes: int) -> float:
-    return nbytes / GBPS / 1e6
 
 
 @pytest.fixture
 def env(sim_env: dict[str, str]) -> dict[str, str]:
     return {**sim_env, "TGS_SIM_MEM": "64MiB"}
+
+
+def spawn(agents: list[Agent], env: dict[str, str]) -> Agent:
+    return _spawn(agents, env, Agent)
 
 
 @pytest.fixture
@@ -33,12 +34,6 @@ def agents() -> Iterator[list[Agent]]:
     yield made
     for a in made:
         a.close()
-
-
-def spawn(agents: list[Agent], env: dict[str, str]) -> Agent:
-    a = Agent(env)
-    agents.append(a)
-    return a
 
 
 def snap(env: dict[str, str]) -> simstate.SimSnapshot:

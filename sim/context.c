@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 
+#include "export_tables.h"
 #include "sim.h"
 
 static struct CUctx_st *ctx_new(int dev, int primary, unsigned int flags)
@@ -30,6 +31,8 @@ static struct CUctx_st *ctx_new(int dev, int primary, unsigned int flags)
 static void ctx_free(struct CUctx_st *c)
 {
     sim_ctx_sync(c);
+    sim_cls_destroy(c); /* the runtime's per-context state goes first */
+    sim_event_times_ctx_gone(c);
     sim_handle_del(c);
     sim_ctx_slot_free(c->slot);
     c->obj.kind = 0;

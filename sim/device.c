@@ -212,11 +212,3 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
     snprintf(pciBusId, (size_t)len, "0000:%02X:00.0", (unsigned)(sim_phys(dev) + 1));
     return CUDA_SUCCESS;
 }
-
-CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
-{
-    if (!ppExportTable || !pExportTableId)
-        return CUDA_ERROR_INVALID_VALUE;
-    *ppExportTable = NULL;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}

@@ -51,6 +51,7 @@ static const struct err_row errs[] = {
       "operation not permitted on an event last recorded in a capturing stream"),
     E(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
       "attempt to terminate a thread-local capture sequence from another thread"),
+    E(CUDA_ERROR_INVALID_CLUSTER_SIZE, "invalid cluster size"),
     E(CUDA_ERROR_UNKNOWN, "unknown error"),
     /* codes the ABI header does not name */
     {(CUresult)704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",

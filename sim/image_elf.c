@@ -69,12 +69,12 @@ CUresult sim_image_elf(const unsigned char *p, size_t n, struct sim_image *out)
         for (uint64_t k = 0; k < s.sh_size / sizeof(Elf64_Sym); k++) {
             Elf64_Sym sym;
             memcpy(&sym, p + s.sh_offset + k * sizeof sym, sizeof sym);
-            int type = ELF64_ST_TYPE(sym.st_info), bind = ELF64_ST_BIND(sym.st_info);
+            int type = ELF64_ST_TYPE(sym.st_info);
             if (sym.st_shndx == SHN_UNDEF || sym.st_name >= str.sh_size)
                 continue;
             const char *name = strtab + sym.st_name;
             size_t len = strnlen(name, str.sh_size - sym.st_name);
-            int entry = type == STT_FUNC && (sym.st_other & STO_CUDA_ENTRY) && bind != STB_LOCAL;
+            int entry = type == STT_FUNC && (sym.st_other & STO_CUDA_ENTRY);
             int kind = entry ? SIM_SYM_KERNEL : type == STT_OBJECT ? SIM_SYM_GLOBAL : 0;
             if (kind && sim_image_add(out, name, len, kind, kind == SIM_SYM_GLOBAL ? sym.st_size : 0))
                 return CUDA_ERROR_OUT_OF_MEMORY;

@@ -38,7 +38,10 @@ static CUresult lib_load(CUlibrary *library, const void *code, size_t size, unsi
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!library || !code || (nj && (!jo || !jv)) || (nl && (!lo || !lv)))
+    /* library options may come without values (cuBLASLt passes
+     * CU_LIBRARY_BINARY_IS_PRESERVED so): the simulator reads none of them */
+    (void)lv;
+    if (!library || !code || (nj && (!jo || !jv)) || (nl && !lo))
         return CUDA_ERROR_INVALID_VALUE;
     struct CUlib_st *l = calloc(1, sizeof *l);
     if (!l)

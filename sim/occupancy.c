@@ -176,8 +176,13 @@ CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
     CUresult r = cluster_args(func, config, &f, &csize);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!numClusters || csize == 0 || csize > 16)
+    if (!numClusters || csize == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* a size past what the kernel may launch with (8, or 16 when it allows
+     * non-portable sizes) is the driver's INVALID_CLUSTER_SIZE, which cuBLAS
+     * expects while it probes sizes at cublasCreate */
+    if (csize > (sim_func_attr(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) ? 16u : 8u))
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     int threads = (int)(config->blockDimX * config->blockDimY * config->blockDimZ);
     if (threads <= 0 || threads > 1024)
         return CUDA_ERROR_INVALID_VALUE;

@@ -50,6 +50,9 @@ struct CUctx_st {
     unsigned int flags;
     unsigned int peers;   /* devices whose contexts' memory it may access (bits) */
     uint64_t next_marker; /* event markers issued (this process owns the slot) */
+    struct sim_cls *cls;  /* context-local storage (export_cls.c), under g_sim.lock */
+    /* timing events recorded here whose times are not cached (event_times.c) */
+    struct CUevent_st *pend_head, *pend_tail;
 };
 
 struct CUstream_st {
@@ -77,6 +80,8 @@ struct CUevent_st {
     uint64_t seq;     /* done when the context's head >= seq */
     uint64_t marker;  /* marker id, for the completion time */
     uint64_t t_ns;    /* cached completion time, 0 unknown */
+    struct CUctx_st *pend_ctx; /* the context whose pending list holds it (event_times.c) */
+    struct CUevent_st *pend_prev, *pend_next;
     /* last recorded in a capturing stream (capture.c, under g_sim.cap_lock) */
     int captured;
     uint64_t cap_id;           /* that capture sequence's id */
@@ -339,6 +344,11 @@ int sim_pool_ok(const struct CUmemPoolHandle_st *p);
 struct CUmemPoolHandle_st *sim_pool_current(int dev);
 void sim_pool_charge(struct CUmemPoolHandle_st *p, CUdeviceptr base);
 void sim_pool_uncharge(struct CUmemPoolHandle_st *p, uint64_t bytes);
+
+/* event_times.c: timing events' completion times, under g_sim.lock */
+void sim_event_times_recorded(struct CUevent_st *e);
+void sim_event_times_forget(struct CUevent_st *e);
+void sim_event_times_ctx_gone(struct CUctx_st *c);
 
 /* module.c */
 CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,

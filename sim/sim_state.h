@@ -23,12 +23,12 @@
 #include <stdint.h>
 
 #define SIM_STATE_MAGIC 0x314d4953534754ULL /* "TGSSIM1" */
-#define SIM_STATE_VERSION 1 /* the residency table was appended: older files differ in size */
+#define SIM_STATE_VERSION 2 /* 2: a marker slot per ring slot; 1: the residency table was appended */
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
 #define SIM_MAX_CTXS 256
 #define SIM_RING 2048        /* queued items per context (power of two) */
-#define SIM_MARKER_RING 512  /* remembered event completion times per context */
+#define SIM_MARKER_RING 2048 /* remembered event completion times per context (>= SIM_RING) */
 #define SIM_LOCK_SLOT_BASE 0 /* OFD lock byte of process slot i: base + i */
 #define SIM_MAX_MRANGES 1024 /* managed allocations tracked for residency, all processes */
 #define SIM_PINNED (-3)      /* sim_mrange.preferred of a page-locked host range */

@@ -181,6 +181,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, int ptsz)
     hEvent->marker = marker;
     hEvent->t_ns = 0;
     hEvent->recorded = 1;
+    sim_event_times_recorded(hEvent);
     return CUDA_SUCCESS;
 }
 
@@ -262,7 +263,7 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
     if (!event_done(hStart) || !event_done(hEnd))
         return CUDA_ERROR_NOT_READY;
     if (!hStart->t_ns || !hEnd->t_ns)
-        return CUDA_ERROR_INVALID_HANDLE; /* time forgotten: > SIM_MARKER_RING events later */
+        return CUDA_ERROR_INVALID_HANDLE; /* its context was destroyed before it completed */
     *pMilliseconds = (float)(((double)hEnd->t_ns - (double)hStart->t_ns) / 1e6);
     return CUDA_SUCCESS;
 }
@@ -278,6 +279,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     sim_handle_del(hEvent);
+    sim_event_times_forget(hEvent);
     sim_capture_event_gone(hEvent);
     hEvent->obj.kind = 0;
     free(hEvent);

@@ -5,8 +5,10 @@
  * A process is listed on a device while it is alive (it holds the OFD lock
  * of its process slot, as the simulator's reaper checks) and it has device
  * memory or a context there; its usedGpuMemory is its simulated device
- * bytes.  Managed memory is not device memory here, as in the simulator's
- * cuMemGetInfo.  No graphics or MPS processes exist on a simulated GPU.
+ * bytes plus its managed bytes resident on that device, so the processes'
+ * figures add up to the device's used memory (which counts resident managed
+ * memory, as the simulator's cuMemGetInfo does).  No graphics or MPS
+ * processes exist on a simulated GPU.
  *
  * The simulator returns a killed process's memory lazily (the next process
  * that allocates, or its engine every ~100 ms, reaps the slot); NVML, like
@@ -81,6 +83,20 @@ static int has_context(const struct sim_state *st, int slot, unsigned int dev)
     return 0;
 }
 
+/* The process's managed bytes resident on the device (residency table). */
+static uint64_t resident_of(const struct sim_state *st, int slot, unsigned int dev)
+{
+    uint64_t sum = 0;
+    uint32_t hwm = __atomic_load_n(&st->res.hwm, __ATOMIC_ACQUIRE);
+    for (uint32_t k = 0; k < hwm && k < SIM_MAX_MRANGES; k++) {
+        const struct sim_mrange *m = &st->res.r[k];
+        if (__atomic_load_n(&m->in_use, __ATOMIC_ACQUIRE) && m->proc == slot &&
+            m->dev == (int32_t)dev && m->preferred != SIM_PINNED)
+            sum += __atomic_load_n(&m->resident, __ATOMIC_RELAXED);
+    }
+    return sum;
+}
+
 unsigned int nvml_compute_procs(unsigned int dev, unsigned int *pids,
                                 unsigned long long *used_out)
 {
@@ -90,7 +106,8 @@ unsigned int nvml_compute_procs(unsigned int dev, unsigned int *pids,
         const struct sim_proc *p = &st->proc[s];
         if (!__atomic_load_n(&p->in_use, __ATOMIC_ACQUIRE))
             continue;
-        uint64_t used = __atomic_load_n(&p->dev[dev].mem_used, __ATOMIC_RELAXED);
+        uint64_t used = __atomic_load_n(&p->dev[dev].mem_used, __ATOMIC_RELAXED) +
+                        resident_of(st, s, dev);
         if ((used || has_context(st, s, dev)) && nvml_slot_alive(s)) {
             pids[n] = (unsigned int)p->pid;
             used_out[n] = used;

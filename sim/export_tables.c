@@ -14,7 +14,22 @@
 #include "export_tables.h"
 #include "sim.h"
 
-static CUresult slot_not_supported(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+/* One stub per table and slot, so the log says which slot the runtime called. */
+#define SLOT_STUB(t, i)                                                                     \
+    static CUresult stub_##t##_##i(void)                                                    \
+    {                                                                                       \
+        sim_log(SIM_LOG_INFO, "cuGetExportTable: %s slot %d: not supported", #t, i);       \
+        return CUDA_ERROR_NOT_SUPPORTED;                                                    \
+    }
+#define SLOT_STUBS(X, t)                                                                      \
+    X(t, 0) X(t, 1) X(t, 2) X(t, 3) X(t, 4) X(t, 5) X(t, 6) X(t, 7) X(t, 8) X(t, 9) X(t, 10) \
+    X(t, 11) X(t, 12) X(t, 13) X(t, 14) X(t, 15) X(t, 16) X(t, 17) X(t, 18) X(t, 19)        \
+    X(t, 20) X(t, 21) X(t, 22) X(t, 23) X(t, 24) X(t, 25)
+#define SLOT_STUB_PTR(t, i) (void *)stub_##t##_##i,
+#define TABLE_STUBS(name, ...) SLOT_STUBS(SLOT_STUB, name)
+SIM_EXPORT_TABLES(TABLE_STUBS)
+#define TABLE_STUB_ROW(name, ...) {SLOT_STUBS(SLOT_STUB_PTR, name)},
+static void *const slot_stubs[SIM_EXPORT_NTABLES][26] = {SIM_EXPORT_TABLES(TABLE_STUB_ROW)};
 
 /* CUDART_INTERFACE ------------------------------------------------------- */
 
@@ -72,6 +87,12 @@ static void cudart_notify(uintptr_t arg) { (void)arg; }
 
 /* The real driver loads its PTX compiler and NVVM here; the simulator has none to load. */
 static CUresult cudart_load_compilers(void) { return CUDA_SUCCESS; }
+
+/* CTX_CREATE_BYPASS: a context made as cuCtxCreate_v2 makes one */
+static CUresult ctx_create_bypass(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return cuCtxCreate_v2(pctx, flags, dev);
+}
 
 /* TOOLS_TLS: the calling thread's current context (cuBLASLt) ------------- */
 
@@ -158,7 +179,7 @@ static void tables_fill(void)
 {
     for (int t = 0; t < SIM_EXPORT_NTABLES; t++) {
         for (size_t i = 0; i < tables[t].nslots; i++)
-            tables[t].slots[i] = (void *)slot_not_supported;
+            tables[t].slots[i] = slot_stubs[t][i];
         if (t != SIM_EXPORT_CONTEXT_LOCAL_STORAGE)
             tables[t].slots[0] = (void *)(uintptr_t)(tables[t].nslots * sizeof(void *));
     }
@@ -168,6 +189,7 @@ static void tables_fill(void)
     set(SIM_EXPORT_CUDART_INTERFACE, 7, (void *)cudart_notify);
     set(SIM_EXPORT_CUDART_INTERFACE, 8, (void *)cudart_module_from_fatbin);
     set(SIM_EXPORT_CUDART_INTERFACE, 12, (void *)cudart_load_compilers);
+    set(SIM_EXPORT_CTX_CREATE_BYPASS, 1, (void *)ctx_create_bypass);
     set(SIM_EXPORT_TOOLS_TLS, 2, (void *)tools_current_ctx);
     set(SIM_EXPORT_TOOLS_RUNTIME_CALLBACK_HOOKS, 2, (void *)hooks_buffer1);
     set(SIM_EXPORT_TOOLS_RUNTIME_CALLBACK_HOOKS, 6, (void *)hooks_buffer2);

@@ -189,8 +189,10 @@ CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *na
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_handle_ok(library, SIM_K_LIB))
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!sim_image_find(&library->img, name, SIM_SYM_KERNEL))
+    if (!sim_image_find(&library->img, name, SIM_SYM_KERNEL)) {
+        sim_log(SIM_LOG_DEBUG, "cuLibraryGetKernel: %s not in the library", name);
         return CUDA_ERROR_NOT_FOUND;
+    }
     size_t len = strlen(name);
     pthread_mutex_lock(&g_sim.lock);
     struct CUkern_st *k = NULL;

@@ -159,8 +159,10 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     if (!sim_handle_ok(hmod, SIM_K_MODULE))
         return CUDA_ERROR_INVALID_HANDLE;
     size_t len = strnlen(name, 4096);
-    if (len == 0 || len == 4096 || !sim_image_find(&hmod->img, name, SIM_SYM_KERNEL))
+    if (len == 0 || len == 4096 || !sim_image_find(&hmod->img, name, SIM_SYM_KERNEL)) {
+        sim_log(SIM_LOG_DEBUG, "cuModuleGetFunction: %s not in the module", name);
         return CUDA_ERROR_NOT_FOUND;
+    }
     pthread_mutex_lock(&g_sim.lock);
     struct CUfunc_st *f = NULL;
     int created = 0;

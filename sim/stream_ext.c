@@ -181,6 +181,8 @@ CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
     return CUDA_SUCCESS;
 }
 
+#define SIM_LIMIT_CIG_SHMEM_FALLBACK_ENABLED 9 /* CU_LIMIT_SHMEM_SIZE = 7, CIG_ENABLED = 8 */
+
 /* Defaults of an sm_90 context. */
 static const size_t limit_default[] = {1024, 1048576, 8388608, 2, 2048, 32, 0};
 
@@ -190,8 +192,15 @@ CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
     CUresult r = sim_current_ctx(&ctx);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!pvalue || (int)limit < 0 || limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+    if (!pvalue || (int)limit < 0 || limit > SIM_LIMIT_CIG_SHMEM_FALLBACK_ENABLED)
         return CUDA_ERROR_INVALID_VALUE;
+    /* the CIG limits (CUDA 12.8+: shared memory size, CIG enabled, fallback)
+     * describe a context made for CUDA-in-graphics, which a simulated context
+     * never is: 0, as cuBLASLt reads them at start-up */
+    if (limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE) {
+        *pvalue = 0;
+        return CUDA_SUCCESS;
+    }
     *pvalue = g_sim.limits_set[limit] ? g_sim.limits[limit] : limit_default[limit];
     return CUDA_SUCCESS;
 }

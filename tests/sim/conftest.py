@@ -21,6 +21,7 @@ _PROGS = {
     "api": ["-L" + str(ROOT / "build" / "sim"), "-lcuda", "-ldl"],
     "memhold": ["-L" + str(ROOT / "build" / "sim"), "-lcuda"],
     "capture": ["-L" + str(ROOT / "build" / "sim"), "-lcuda", "-lpthread"],
+    "export": ["-L" + str(ROOT / "build" / "sim"), "-lcuda", "-lpthread"],
 }
 
 

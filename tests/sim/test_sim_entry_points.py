@@ -77,9 +77,3 @@ def test_stubs_answer_not_supported_and_docs_list_them(lib: ctypes.CDLL) -> None
     # `python3 sim/tools/coverage.py build/sim/libcuda.so.1 --write`
     doc = (ROOT / "docs" / "simulator.md").read_text()
     assert cov.render(LIB) in doc
-
-
-def test_export_table_stays_unsupported(lib: ctypes.CDLL) -> None:
-    table = ctypes.c_void_p()
-    uuid = (ctypes.c_char * 16)()
-    assert lib.cuGetExportTable(ctypes.byref(table), uuid) == NOT_SUPPORTED

@@ -117,11 +117,12 @@ def test_four_argument_form(lib: ctypes.CDLL) -> None:
     assert pfn.value is None
 
 
-def test_export_table_not_supported(lib: ctypes.CDLL) -> None:
-    tbl = ctypes.c_void_p(1)
-    uuid = (ctypes.c_char * 16)()
-    assert lib.cuGetExportTable(ctypes.byref(tbl), uuid) == 801
-    assert tbl.value is None
+def test_export_table_resolves(lib: ctypes.CDLL) -> None:
+    # cudart finds cuGetExportTable through cuGetProcAddress like any entry point
+    pfn = ctypes.c_void_p()
+    assert lib.cuGetProcAddress_v2(b"cuGetExportTable", ctypes.byref(pfn), 13000, ctypes.c_uint64(0),
+                                   None) == 0
+    assert pfn.value == addr(lib, "cuGetExportTable")
 
 
 def _entry_points() -> list[str]:

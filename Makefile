@@ -36,7 +36,7 @@ TARGETS += $(BUILD)/bin/tgs-workload-linked
 endif
 endif
 
-.PHONY: all venv test lint demo bench clean
+.PHONY: all venv frameworks test lint demo bench clean
 all: $(TARGETS)
 
 # The simulated driver.  -Bsymbolic binds its internal calls inside the library,
@@ -83,7 +83,12 @@ $(VENV)/.stamp: pyproject.toml
 	touch $@
 venv: $(VENV)/.stamp
 
-test: all venv
+# The frameworks tier's venv (real PyTorch, CuPy; several GiB): outside the checkout, in the
+# user's cache directory, reused while tests/frameworks/requirements.txt is unchanged.
+frameworks:
+	$(PYTHON) tests/frameworks/fwvenv.py
+
+test: all venv frameworks
 	$(VENV)/bin/ruff check .
 	$(VPY) -m pytest -q
 

@@ -1,13 +1,16 @@
 """A small PyTorch training loop on synthetic data, reporting like tgs-workload.
 
     python -m tgs.bench.torch_train [--seconds 10] [--hidden 1024] [--gap-ms 2] [--report-ms 50]
+                                    [--sync-every N] [--optim sgd|adam] [--graph]
 
-A few-layer MLP trained with SGD on one fixed random batch (no data loading: a host gap of
---gap-ms after each step stands in for it; --phases G:S,... cycles gaps like the workload's).
-Prints JSON lines: start, progress (every --report-ms), summary (it_per_s, lat_ms p50/p99),
-or error with exit 1; exit 2 on bad arguments.  Needs PyTorch with a CUDA device: it is the
-real-GPU job of `tgs-bench --gpu real --torch` and cannot run on the simulated driver (PyTorch
-needs the CUDA runtime, which the simulator does not serve).
+A few-layer MLP trained on one fixed random batch (no data loading: a host gap of --gap-ms
+after each step stands in for it; --phases G:S,... cycles gaps like the workload's).  With
+--sync-every 1 (the default) each step ends by reading the loss, which synchronizes; with N > 1
+the loop runs ahead and reads the loss every N steps, as real training loops that log every N
+steps do.  --graph captures one whole step (forward, backward, optimizer) as a CUDA graph and
+replays it: one long launch per step.  Prints JSON lines: start, progress (every --report-ms),
+summary (it_per_s, lat_ms p50/p99), or error with exit 1; exit 2 on bad arguments.  Needs
+PyTorch with a CUDA device: a real GPU, or the simulated driver (build/sim on LD_LIBRARY_PATH).
 """
 
 from __future__ import annotations
@@ -61,13 +64,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--phases", default=None, help="GAP_MS:SECONDS[,...], cycled")
     ap.add_argument("--report-ms", type=float, default=0.0)
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--sync-every", type=int, default=1, help="read the loss every N steps")
+    ap.add_argument("--optim", choices=["sgd", "adam"], default="sgd")
+    ap.add_argument("--graph", action="store_true", help="replay the step as a CUDA graph")
     a = ap.parse_args(argv)
     try:
         a.phase_list = _phases(a.phases)
     except ValueError as exc:
         ap.error(f"--phases: bad phase {exc}")
-    if a.seconds <= 0 or a.batch < 1 or a.hidden < 1 or a.layers < 1 or a.gap_ms < 0:
-        ap.error("--seconds, --batch, --hidden, --layers must be positive, --gap-ms >= 0")
+    if a.seconds <= 0 or a.batch < 1 or a.hidden < 1 or a.layers < 1 or a.gap_ms < 0 or \
+            a.sync_every < 1:
+        ap.error("--seconds, --batch, --hidden, --layers, --sync-every must be positive, "
+                 "--gap-ms >= 0")
     return a
 
 
@@ -91,31 +99,61 @@ def main(argv: list[str] | None = None) -> int:
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     layers.append(torch.nn.Linear(width, 10))
     model = torch.nn.Sequential(*layers).to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-3, capturable=a.graph)
+           if a.optim == "adam" else torch.optim.SGD(model.parameters(), lr=1e-3))
     x = torch.randn(a.batch, width, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    def step() -> float:
-        opt.zero_grad(set_to_none=True)
+    def eager() -> Any:
+        opt.zero_grad(set_to_none=not a.graph)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        torch.cuda.synchronize(dev)
-        return float(loss.detach())
+        return loss.detach()
 
-    step()      # warm-up (cuBLAS handles, allocator)
+    run = eager
+    if a.graph:     # warm up on a side stream, then capture one whole step
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                eager()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_loss = eager()
+
+        def run() -> Any:
+            graph.replay()
+            return static_loss
+
+    n_steps = 0
+
+    def step() -> float:
+        nonlocal n_steps
+        loss = run()
+        n_steps += 1
+        if n_steps % a.sync_every:
+            return math.nan
+        return float(loss)      # reads the loss: waits for the GPU
+
+    for _ in range(2):
+        step()  # warm-up (cuBLAS handles, allocator)
+    torch.cuda.synchronize(dev)
     _emit("start", a.name, pid=os.getpid(), device=a.device,
           device_name=torch.cuda.get_device_name(dev), torch=torch.__version__,
           config={"batch": a.batch, "hidden": a.hidden, "layers": a.layers,
-                  "gap_ms": a.gap_ms, "seconds": a.seconds, "report_ms": a.report_ms})
+                  "gap_ms": a.gap_ms, "seconds": a.seconds, "report_ms": a.report_ms,
+                  "sync_every": a.sync_every, "optim": a.optim, "graph": a.graph})
     lat: list[float] = []
     start = last = time.monotonic()
     last_iters = 0
     loss = math.nan
     while not stop["now"] and time.monotonic() - start < a.seconds:
         t0 = time.monotonic()
-        loss = step()
+        v = step()
+        loss = v if not math.isnan(v) else loss
         gap = _gap_at(a.phase_list, a.gap_ms, t0 - start)
         if gap > 0:
             time.sleep(gap / 1000)
@@ -126,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                   window_iters=len(lat) - last_iters,
                   it_per_s=(len(lat) - last_iters) / (now - last), mono_s=now)
             last, last_iters = now, len(lat)
+    torch.cuda.synchronize(dev)
     elapsed = time.monotonic() - start
     s = sorted(lat) or [0.0]
 

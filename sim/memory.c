@@ -116,6 +116,26 @@ int sim_mem_range_ok(uint64_t p, size_t n)
     return ok;
 }
 
+/* [p, p + n) is covered by regions without a gap: several cuMemMap mappings
+ * side by side count as one range (cuMemSetAccess takes such a range). */
+int sim_mem_range_covered(uint64_t p, size_t n)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    size_t i = region_index(p);
+    uint64_t at = p, end = p + n;
+    int ok = n > 0 && end > p && i > 0 && p - g_sim.regions[i - 1].base < g_sim.regions[i - 1].size;
+    for (i = i - 1; ok && at < end; i++) {
+        const struct sim_region *r = i < g_sim.nregions ? &g_sim.regions[i] : NULL;
+        if (!r || r->base > at || at - r->base >= r->size) {
+            ok = 0;
+            break;
+        }
+        at = r->base + r->size;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok;
+}
+
 int sim_region_find(uint64_t p, struct sim_region *out)
 {
     pthread_mutex_lock(&g_sim.lock);

@@ -305,6 +305,7 @@ CUresult sim_mem_alloc(CUdeviceptr *dptr, size_t bytes, int kind, int low32);
 CUresult sim_mem_free(CUdeviceptr dptr, int kind_mask);
 CUresult sim_mem_account(int dev, int64_t bytes, int managed);
 int sim_mem_range_ok(uint64_t p, size_t n);
+int sim_mem_range_covered(uint64_t p, size_t n); /* adjacent regions, no gap */
 int sim_current_dev(void); /* the current context's visible ordinal, -1 */
 int sim_region_add(uint64_t base, uint64_t size, int kind, int dev, void *vmm);
 int sim_region_take(uint64_t base, int mask, struct sim_region *out);

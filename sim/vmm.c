@@ -346,7 +346,9 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!desc || !count || !size || !sim_mem_range_ok(ptr, size))
+    /* the range may span several mappings side by side (PyTorch's expandable
+     * segments set access over all the chunks they mapped at once) */
+    if (!desc || !count || !size || !sim_mem_range_covered(ptr, size))
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)

@@ -1,0 +1,39 @@
+"""Fixtures of the frameworks tier: the pinned venv (installed on first use, never skipped),
+a private simulated GPU with a controller on it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from tools_helpers import Ctl, start_ctl  # noqa: E402
+
+import fwvenv  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def fw_python() -> Path:
+    try:
+        return fwvenv.ensure()
+    except SystemExit as exc:             # a failed install fails the tier loudly
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def fw_env(sim_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """sim_env for framework children: their caches inside the test's directory."""
+    env = dict(sim_env)
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
+    env["CUPY_CACHE_DIR"] = str(tmp_path / "cupy")
+    env["HOME"] = str(tmp_path)           # anything else a framework caches under ~
+    return env
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, fw_env: dict[str, str]) -> Iterator[Ctl]:
+    yield from start_ctl(tmp_path, fw_env)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from tools_helpers import Ctl, start_ctl  # noqa: E402
-
 import fwvenv  # noqa: E402
+from tools_helpers import Ctl, start_ctl  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -120,8 +120,9 @@ def test_four_argument_form(lib: ctypes.CDLL) -> None:
 def test_export_table_resolves(lib: ctypes.CDLL) -> None:
     # cudart finds cuGetExportTable through cuGetProcAddress like any entry point
     pfn = ctypes.c_void_p()
-    assert lib.cuGetProcAddress_v2(b"cuGetExportTable", ctypes.byref(pfn), 13000, ctypes.c_uint64(0),
-                                   None) == 0
+    rc = lib.cuGetProcAddress_v2(b"cuGetExportTable", ctypes.byref(pfn), 13000,
+                                 ctypes.c_uint64(0), None)
+    assert rc == 0
     assert pfn.value == addr(lib, "cuGetExportTable")
 
 

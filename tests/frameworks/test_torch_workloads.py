@@ -1,0 +1,53 @@
+"""The benchmarks' real PyTorch jobs on the simulated GPU: the training loop synchronizing every
+step, running ahead, replaying a CUDA graph; the inference server with Poisson arrivals.  Each
+prints the progress and summary lines the suite's samplers read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(240)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _lines(py: Path, module: str, env: dict[str, str], *args: str) -> list[dict]:
+    p = subprocess.run([str(py), str(ROOT / "bench" / f"{module}.py"), *args], env=env,
+                       capture_output=True, text=True, timeout=200)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    return [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+
+
+@pytest.mark.parametrize("mode", [[], ["--sync-every", "10"], ["--graph", "--optim", "adam"]],
+                         ids=["sync", "run-ahead", "graph"])
+def test_training_loop(fw_python: Path, fw_env: dict[str, str], mode: list[str]) -> None:
+    out = _lines(fw_python, "torch_train", fw_env, "--seconds", "1.5", "--hidden", "256",
+                 "--gap-ms", "2", "--report-ms", "200", *mode)
+    kinds = [o["type"] for o in out]
+    assert kinds[0] == "start" and kinds[-1] == "summary" and "progress" in kinds
+    summary = out[-1]
+    assert summary["iters"] > 10 and summary["it_per_s"] > 0
+    assert summary["lat_ms"]["p99"] >= summary["lat_ms"]["p50"] > 0
+    assert out[0]["config"]["graph"] == ("--graph" in mode)
+
+
+def test_inference_server(fw_python: Path, fw_env: dict[str, str]) -> None:
+    out = _lines(fw_python, "torch_infer", fw_env, "--seconds", "1.5", "--rate", "100",
+                 "--hidden", "256", "--report-ms", "200")
+    summary = out[-1]
+    assert out[0]["type"] == "start" and summary["type"] == "summary"
+    assert any(o["type"] == "progress" for o in out)
+    # Poisson arrivals at 100/s for 1.5 s: about 150 requests (a wide margin for a loaded host)
+    assert 60 <= summary["iters"] <= 260
+    assert summary["lat_ms"]["p99"] >= summary["lat_ms"]["p50"] > 0
+
+
+def test_bad_arguments_exit_2(fw_python: Path, fw_env: dict[str, str]) -> None:
+    for module, bad in (("torch_infer", "--rate=-1"), ("torch_train", "--sync-every=0")):
+        p = subprocess.run([str(fw_python), str(ROOT / "bench" / f"{module}.py"), bad],
+                           env=fw_env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and "must be positive" in p.stderr

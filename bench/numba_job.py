@@ -16,14 +16,16 @@ with its summary.  Needs numba-cuda (the test extra installs it: pip install -e 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import signal
 import sys
 import time
 import warnings
-from typing import Any
+
+if __package__:
+    from .job_report import Progress, emit
+else:   # run as a script by a framework's own interpreter: bench/ is on sys.path
+    from job_report import Progress, emit  # type: ignore[no-redef]
 
 BLOCK = 256                 # threads per block
 NS_PER_THREAD = 1.0         # the simulator's default time model (TGS_SIM_NS_PER_THREAD)
@@ -38,10 +40,6 @@ def available() -> bool:
 def grid_for(kernel_us: float, block: int = BLOCK) -> int:
     """Blocks of `block` threads that keep the simulated device busy for kernel_us."""
     return max(1, round(kernel_us * 1000 / NS_PER_THREAD / block))
-
-
-def _emit(kind: str, name: str, **fields: Any) -> None:
-    print(json.dumps({"type": kind, "name": name, **fields}), flush=True)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,10 +63,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def _quantile(s: list[float], p: float) -> float:
-    return s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))]
-
-
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     stop = {"now": False}
@@ -78,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         import numpy as np
         from numba import cuda
     except ImportError:
-        _emit("error", a.name, error="numba-cuda is not installed (pip install -e '.[test]')")
+        emit("error", a.name, error="numba-cuda is not installed (pip install -e '.[test]')")
         return 1
 
     @cuda.jit
@@ -94,18 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         cuda.synchronize()
         dev = cuda.get_current_device()
     except Exception as exc:                  # numba's CudaSupportError / CudaAPIError
-        _emit("error", a.name, error=f"{type(exc).__name__}: {exc}")
+        emit("error", a.name, error=f"{type(exc).__name__}: {exc}")
         return 1
     name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-    _emit("start", a.name, pid=os.getpid(), device=int(dev.id), device_name=name,
-          config={"kernels": a.kernels, "kernel_us": a.kernel_us, "gap_ms": a.gap_ms,
-                  "seconds": a.seconds or 0, "iters": a.iters or 0, "report_ms": a.report_ms},
-          geometry={"grid": grid, "block": BLOCK})
-    lat: list[float] = []
-    start = last = time.monotonic()
-    last_iters = 0
+    emit("start", a.name, pid=os.getpid(), device=int(dev.id), device_name=name,
+         config={"kernels": a.kernels, "kernel_us": a.kernel_us, "gap_ms": a.gap_ms,
+                 "seconds": a.seconds or 0, "iters": a.iters or 0, "report_ms": a.report_ms},
+         geometry={"grid": grid, "block": BLOCK})
+    start = time.monotonic()
+    run = Progress(a.name, a.report_ms, start)
     while not stop["now"]:
-        if a.iters is not None and len(lat) >= a.iters:
+        if a.iters is not None and len(run.lat) >= a.iters:
             break
         if a.seconds is not None and time.monotonic() - start >= a.seconds:
             break
@@ -116,21 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         if a.gap_ms > 0:
             time.sleep(a.gap_ms / 1000)
         now = time.monotonic()
-        lat.append((now - t0) * 1000)
-        if a.report_ms > 0 and (now - last) * 1000 >= a.report_ms:
-            _emit("progress", a.name, t_s=now - start, iters=len(lat), window_s=now - last,
-                  window_iters=len(lat) - last_iters,
-                  it_per_s=(len(lat) - last_iters) / (now - last), mono_s=now)
-            last, last_iters = now, len(lat)
-    elapsed = time.monotonic() - start
-    s = sorted(lat) or [0.0]
-    _emit("summary", a.name, iters=len(lat), elapsed_s=elapsed,
-          it_per_s=len(lat) / elapsed if elapsed > 0 else 0.0,
-          lat_ms={"mean": sum(lat) / len(lat) if lat else 0.0, "p50": _quantile(s, 0.5),
-                  "p99": _quantile(s, 0.99), "p999": _quantile(s, 0.999), "min": s[0],
-                  "max": s[-1]},
-          kernels=len(lat) * a.kernels, work_units=len(lat) * a.kernels * grid * BLOCK,
-          interrupted=stop["now"])
+        run.step(now, (now - t0) * 1000)
+    n = len(run.lat)
+    run.summary(time.monotonic() - start, kernels=n * a.kernels,
+                work_units=n * a.kernels * grid * BLOCK, interrupted=stop["now"])
     return 0
 
 

@@ -15,18 +15,19 @@ real GPU or the simulated driver.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
 import signal
 import sys
 import time
-from typing import Any
 
-
-def _emit(kind: str, name: str, **fields: Any) -> None:
-    print(json.dumps({"type": kind, "name": name, **fields}), flush=True)
+if __package__:
+    from .job_report import Progress, emit
+    from .torch_setup import mlp, open_device
+else:   # run as a script by a framework's own interpreter: bench/ is on sys.path
+    from job_report import Progress, emit  # type: ignore[no-redef]
+    from torch_setup import mlp, open_device  # type: ignore[no-redef]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,28 +48,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def _quantile(s: list[float], p: float) -> float:
-    return s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))] if s else 0.0
-
-
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    try:
-        import torch
-    except ImportError:
-        _emit("error", a.name, error="PyTorch is not installed")
+    opened = open_device(a.name, a.device)
+    if opened is None:
         return 1
-    if not torch.cuda.is_available():
-        _emit("error", a.name, error="PyTorch sees no CUDA device")
-        return 1
-    dev = torch.device("cuda", a.device)
-    torch.manual_seed(0)
-    layers: list[Any] = []
-    for _ in range(a.layers - 1):
-        layers += [torch.nn.Linear(a.hidden, a.hidden), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(a.hidden, 10)).to(dev).eval()
+    torch, dev = opened
+    model = mlp(torch, a.hidden, a.layers, dev).eval()
     x = torch.randn(a.batch, a.hidden, device=dev)
 
     def serve() -> None:
@@ -77,34 +65,21 @@ def main(argv: list[str] | None = None) -> int:
 
     serve()                         # warm-up (cuBLAS handles, allocator)
     rng = random.Random(a.seed)
-    _emit("start", a.name, pid=os.getpid(), device=a.device, torch=torch.__version__,
-          config={"rate": a.rate, "hidden": a.hidden, "layers": a.layers, "batch": a.batch,
-                  "seconds": a.seconds, "report_ms": a.report_ms, "seed": a.seed})
-    lat: list[float] = []
-    start = last = time.monotonic()
+    emit("start", a.name, pid=os.getpid(), device=a.device, torch=torch.__version__,
+         config={"rate": a.rate, "hidden": a.hidden, "layers": a.layers, "batch": a.batch,
+                 "seconds": a.seconds, "report_ms": a.report_ms, "seed": a.seed})
+    start = time.monotonic()
+    run = Progress(a.name, a.report_ms, start)
     arrival = start + rng.expovariate(a.rate)
-    last_done = 0
     while not stop["now"] and arrival - start < a.seconds:
         now = time.monotonic()
         if now < arrival:
             time.sleep(arrival - now)
         serve()
         done = time.monotonic()
-        lat.append((done - arrival) * 1000)
+        run.step(done, (done - arrival) * 1000)     # from arrival to reply
         arrival += rng.expovariate(a.rate)
-        if a.report_ms > 0 and (done - last) * 1000 >= a.report_ms:
-            _emit("progress", a.name, t_s=done - start, iters=len(lat), window_s=done - last,
-                  window_iters=len(lat) - last_done,
-                  it_per_s=(len(lat) - last_done) / (done - last), mono_s=done)
-            last, last_done = done, len(lat)
-    elapsed = time.monotonic() - start
-    s = sorted(lat)
-    _emit("summary", a.name, iters=len(lat), elapsed_s=elapsed,
-          it_per_s=len(lat) / elapsed if elapsed > 0 else 0.0,
-          lat_ms={"mean": sum(lat) / len(lat) if lat else 0.0, "p50": _quantile(s, 0.5),
-                  "p99": _quantile(s, 0.99), "min": s[0] if s else 0.0,
-                  "max": s[-1] if s else 0.0},
-          interrupted=stop["now"])
+    run.summary(time.monotonic() - start, interrupted=stop["now"])
     return 0
 
 

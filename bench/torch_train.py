@@ -16,7 +16,6 @@ PyTorch with a CUDA device: a real GPU, or the simulated driver (build/sim on LD
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
@@ -24,9 +23,12 @@ import sys
 import time
 from typing import Any
 
-
-def _emit(kind: str, name: str, **fields: Any) -> None:
-    print(json.dumps({"type": kind, "name": name, **fields}), flush=True)
+if __package__:
+    from .job_report import Progress, emit
+    from .torch_setup import mlp, open_device
+else:   # run as a script by a framework's own interpreter: bench/ is on sys.path
+    from job_report import Progress, emit  # type: ignore[no-redef]
+    from torch_setup import mlp, open_device  # type: ignore[no-redef]
 
 
 def _phases(text: str | None) -> list[tuple[float, float]]:
@@ -83,22 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-    try:
-        import torch
-    except ImportError:
-        _emit("error", a.name, error="PyTorch is not installed")
+    opened = open_device(a.name, a.device)
+    if opened is None:
         return 1
-    if not torch.cuda.is_available():
-        _emit("error", a.name, error="PyTorch sees no CUDA device")
-        return 1
-    dev = torch.device("cuda", a.device)
-    torch.manual_seed(0)
-    layers: list[Any] = []
+    torch, dev = opened
+    model = mlp(torch, a.hidden, a.layers, dev)
     width = a.hidden
-    for _ in range(a.layers - 1):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    layers.append(torch.nn.Linear(width, 10))
-    model = torch.nn.Sequential(*layers).to(dev)
     opt = (torch.optim.Adam(model.parameters(), lr=1e-3, capturable=a.graph)
            if a.optim == "adam" else torch.optim.SGD(model.parameters(), lr=1e-3))
     x = torch.randn(a.batch, width, device=dev)
@@ -141,14 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(2):
         step()  # warm-up (cuBLAS handles, allocator)
     torch.cuda.synchronize(dev)
-    _emit("start", a.name, pid=os.getpid(), device=a.device,
-          device_name=torch.cuda.get_device_name(dev), torch=torch.__version__,
-          config={"batch": a.batch, "hidden": a.hidden, "layers": a.layers,
-                  "gap_ms": a.gap_ms, "seconds": a.seconds, "report_ms": a.report_ms,
-                  "sync_every": a.sync_every, "optim": a.optim, "graph": a.graph})
-    lat: list[float] = []
-    start = last = time.monotonic()
-    last_iters = 0
+    emit("start", a.name, pid=os.getpid(), device=a.device,
+         device_name=torch.cuda.get_device_name(dev), torch=torch.__version__,
+         config={"batch": a.batch, "hidden": a.hidden, "layers": a.layers,
+                 "gap_ms": a.gap_ms, "seconds": a.seconds, "report_ms": a.report_ms,
+                 "sync_every": a.sync_every, "optim": a.optim, "graph": a.graph})
+    start = time.monotonic()
+    run_lat = Progress(a.name, a.report_ms, start)
     loss = math.nan
     while not stop["now"] and time.monotonic() - start < a.seconds:
         t0 = time.monotonic()
@@ -158,24 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         if gap > 0:
             time.sleep(gap / 1000)
         now = time.monotonic()
-        lat.append((now - t0) * 1000)
-        if a.report_ms > 0 and (now - last) * 1000 >= a.report_ms:
-            _emit("progress", a.name, t_s=now - start, iters=len(lat), window_s=now - last,
-                  window_iters=len(lat) - last_iters,
-                  it_per_s=(len(lat) - last_iters) / (now - last), mono_s=now)
-            last, last_iters = now, len(lat)
+        run_lat.step(now, (now - t0) * 1000)
     torch.cuda.synchronize(dev)
-    elapsed = time.monotonic() - start
-    s = sorted(lat) or [0.0]
-
-    def q(p: float) -> float:
-        return s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))]
-
-    _emit("summary", a.name, iters=len(lat), elapsed_s=elapsed,
-          it_per_s=len(lat) / elapsed if elapsed > 0 else 0.0,
-          lat_ms={"mean": sum(lat) / len(lat) if lat else 0.0, "p50": q(0.5), "p99": q(0.99),
-                  "min": s[0], "max": s[-1]},
-          loss=loss, interrupted=stop["now"])
+    run_lat.summary(time.monotonic() - start, loss=loss, interrupted=stop["now"])
     return 0
 
 

@@ -70,6 +70,14 @@ CUresult sim_ctx_sync(struct CUctx_st *ctx)
     return CUDA_SUCCESS;
 }
 
+struct CUctx_st *sim_primary_ctx(CUdevice dev)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    struct CUctx_st *c = g_sim.primary[dev];
+    pthread_mutex_unlock(&g_sim.lock);
+    return c;
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = sim_check_dev(dev);
@@ -77,9 +85,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return r;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_sim.lock);
-    struct CUctx_st *c = g_sim.primary[dev];
-    pthread_mutex_unlock(&g_sim.lock);
+    struct CUctx_st *c = sim_primary_ctx(dev);
     if (!c) {
         struct CUctx_st *n = ctx_new(dev, 1, g_sim.primary_flags[dev]);
         if (!n)
@@ -260,7 +266,7 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult resolve(CUcontext ctx, struct CUctx_st **out)
+CUresult sim_ctx_or_current(CUcontext ctx, struct CUctx_st **out)
 {
     if (!ctx)
         return sim_current_ctx(out);
@@ -276,7 +282,7 @@ static CUresult resolve(CUcontext ctx, struct CUctx_st **out)
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     struct CUctx_st *c;
-    CUresult r = resolve(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!device)
@@ -290,7 +296,7 @@ CUresult cuCtxGetDevice(CUdevice *device) { return cuCtxGetDevice_v2(device, NUL
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     struct CUctx_st *c;
-    CUresult r = resolve(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r == CUDA_SUCCESS)
         r = sim_capture_check_ctx(c); /* not while one of its streams captures */
     return r != CUDA_SUCCESS ? r : sim_ctx_sync(c);

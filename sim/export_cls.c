@@ -19,19 +19,6 @@ struct sim_cls {
     void (*dtor)(CUcontext, void *, void *);
 };
 
-static CUresult resolve(CUcontext ctx, struct CUctx_st **out)
-{
-    if (!ctx)
-        return sim_current_ctx(out);
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!sim_handle_ok(ctx, SIM_K_CTX))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *out = ctx;
-    return CUDA_SUCCESS;
-}
-
 static struct sim_cls **find(struct CUctx_st *c, void *key)
 {
     struct sim_cls **p = &c->cls;
@@ -43,7 +30,7 @@ static struct sim_cls **find(struct CUctx_st *c, void *key)
 CUresult sim_cls_put(CUcontext ctx, void *key, void *value, void (*dtor)(CUcontext, void *, void *))
 {
     struct CUctx_st *c;
-    CUresult r = resolve(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     struct sim_cls *fresh = malloc(sizeof *fresh);
@@ -67,7 +54,7 @@ CUresult sim_cls_put(CUcontext ctx, void *key, void *value, void (*dtor)(CUconte
 CUresult sim_cls_delete(CUcontext ctx, void *key)
 {
     struct CUctx_st *c;
-    CUresult r = resolve(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_sim.lock);
@@ -84,7 +71,7 @@ CUresult sim_cls_get(void **value, CUcontext ctx, void *key)
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *c;
-    CUresult r = resolve(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_sim.lock);

@@ -29,40 +29,32 @@
 #define TABLE_STUBS(name, ...) SLOT_STUBS(SLOT_STUB, name)
 SIM_EXPORT_TABLES(TABLE_STUBS)
 #define TABLE_STUB_ROW(name, ...) {SLOT_STUBS(SLOT_STUB_PTR, name)},
-static void *const slot_stubs[SIM_EXPORT_NTABLES][26] = {SIM_EXPORT_TABLES(TABLE_STUB_ROW)};
+#define SLOTS_MAX 26
+static void *const slot_stubs[SIM_EXPORT_NTABLES][SLOTS_MAX] = {SIM_EXPORT_TABLES(TABLE_STUB_ROW)};
+#define TABLE_FITS(name, nslots, ...) _Static_assert(nslots <= SLOTS_MAX, #name " has a stub a slot");
+SIM_EXPORT_TABLES(TABLE_FITS)
 
 /* CUDART_INTERFACE ------------------------------------------------------- */
 
-/* nvcc's fatbin wrapper: {magic 0x466243B1, version, fatbin, unused}. */
-static CUresult load_image(CUmodule *mod, const void *image)
-{
-    struct CUctx_st *ctx;
-    CUresult r = sim_current_ctx(&ctx);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!mod || !image)
-        return CUDA_ERROR_INVALID_VALUE;
-    return sim_module_load(ctx, image, 0, NULL, (struct CUmod_st **)mod);
-}
-
+/* nvcc's fatbin wrapper {magic 0x466243B1, version, fatbin, unused} or a fatbin: loaded
+ * as cuModuleLoadData loads it; the extra arguments (callbacks, options) change nothing. */
 static CUresult cudart_module_from_wrapper(CUmodule *mod, const void *wrapper)
 {
-    return load_image(mod, wrapper);
+    return sim_module_load_current(mod, wrapper, 0);
 }
 
-/* The extra arguments (callbacks, options) do not change what is loaded. */
 static CUresult cudart_module_from_wrapper_ext(CUmodule *mod, const void *wrapper, void *a3,
                                                void *a4, unsigned int a5)
 {
     (void)a3, (void)a4, (void)a5;
-    return load_image(mod, wrapper);
+    return sim_module_load_current(mod, wrapper, 0);
 }
 
 static CUresult cudart_module_from_fatbin(const void *fatbin, CUmodule *mod, void *a3, void *a4,
                                           unsigned int a5)
 {
     (void)a3, (void)a4, (void)a5;
-    return load_image(mod, fatbin);
+    return sim_module_load_current(mod, fatbin, 0);
 }
 
 /* The device's primary context, retained once for the runtime and kept. */
@@ -73,9 +65,7 @@ static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
         return r;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_sim.lock);
-    struct CUctx_st *c = g_sim.primary[dev];
-    pthread_mutex_unlock(&g_sim.lock);
+    struct CUctx_st *c = sim_primary_ctx(dev);
     if (c) {
         *pctx = c;
         return CUDA_SUCCESS;

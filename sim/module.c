@@ -102,7 +102,7 @@ CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,
     return CUDA_SUCCESS;
 }
 
-static CUresult load_current(CUmodule *module, const void *image, size_t size)
+CUresult sim_module_load_current(CUmodule *module, const void *image, size_t size)
 {
     struct CUctx_st *ctx;
     CUresult r = sim_current_ctx(&ctx);
@@ -118,17 +118,17 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
 {
     if (numOptions && (!options || !optionValues))
         return sim_check_init() ? sim_check_init() : CUDA_ERROR_INVALID_VALUE;
-    return load_current(module, image, 0);
+    return sim_module_load_current(module, image, 0);
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
-    return load_current(module, image, 0);
+    return sim_module_load_current(module, image, 0);
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
-    return load_current(module, fatCubin, 0);
+    return sim_module_load_current(module, fatCubin, 0);
 }
 
 CUresult cuModuleLoad(CUmodule *module, const char *fname)

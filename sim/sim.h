@@ -272,6 +272,10 @@ uint64_t sim_ctx_tail(struct CUctx_st *ctx);
 
 /* context.c */
 CUresult sim_current_ctx(struct CUctx_st **out);
+/* ctx, or the current context when ctx is NULL (INVALID_CONTEXT for a stale one) */
+CUresult sim_ctx_or_current(CUcontext ctx, struct CUctx_st **out);
+/* the device's primary context if it exists (no retain), else NULL */
+struct CUctx_st *sim_primary_ctx(CUdevice dev);
 CUresult sim_ctx_sync(struct CUctx_st *ctx);
 
 /* stream_event.c: resolve a stream handle to its context and stream object */
@@ -355,6 +359,8 @@ void sim_event_times_ctx_gone(struct CUctx_st *c);
 CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,
                          struct CUlib_st *lib, struct CUmod_st **out);
 void sim_module_free(struct CUmod_st *m);
+/* cuModuleLoadData's body: an image into the current context (size 0: unknown) */
+CUresult sim_module_load_current(CUmodule *module, const void *image, size_t size);
 /* a CUfunction or a CUkernel (cast, as the real driver accepts): the function */
 CUresult sim_func_resolve(CUfunction f, struct CUfunc_st **out);
 /* library.c: the library's module in the current context (made on demand) */

@@ -232,23 +232,10 @@ CUresult cuCtxGetFlags(unsigned int *flags)
     return CUDA_SUCCESS;
 }
 
-static CUresult ctx_or_current(CUcontext c, struct CUctx_st **out)
-{
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!c)
-        return sim_current_ctx(out);
-    if (!sim_handle_ok(c, SIM_K_CTX))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *out = c;
-    return CUDA_SUCCESS;
-}
-
 CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     struct CUctx_st *c;
-    CUresult r = ctx_or_current(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!version)
@@ -260,7 +247,7 @@ CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
     struct CUctx_st *c;
-    CUresult r = ctx_or_current(ctx, &c);
+    CUresult r = sim_ctx_or_current(ctx, &c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!ctxId)

@@ -83,31 +83,31 @@ static int has_context(const struct sim_state *st, int slot, unsigned int dev)
     return 0;
 }
 
-/* The process's managed bytes resident on the device (residency table). */
-static uint64_t resident_of(const struct sim_state *st, int slot, unsigned int dev)
+/* Each process slot's managed bytes resident on the device (residency table), in one pass. */
+static void resident_by_slot(const struct sim_state *st, unsigned int dev, uint64_t out[SIM_MAX_PROCS])
 {
-    uint64_t sum = 0;
+    memset(out, 0, SIM_MAX_PROCS * sizeof out[0]);
     uint32_t hwm = __atomic_load_n(&st->res.hwm, __ATOMIC_ACQUIRE);
     for (uint32_t k = 0; k < hwm && k < SIM_MAX_MRANGES; k++) {
         const struct sim_mrange *m = &st->res.r[k];
-        if (__atomic_load_n(&m->in_use, __ATOMIC_ACQUIRE) && m->proc == slot &&
-            m->dev == (int32_t)dev && m->preferred != SIM_PINNED)
-            sum += __atomic_load_n(&m->resident, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&m->in_use, __ATOMIC_ACQUIRE) && m->dev == (int32_t)dev &&
+            m->preferred != SIM_PINNED && m->proc >= 0 && m->proc < SIM_MAX_PROCS)
+            out[m->proc] += __atomic_load_n(&m->resident, __ATOMIC_RELAXED);
     }
-    return sum;
 }
 
 unsigned int nvml_compute_procs(unsigned int dev, unsigned int *pids,
                                 unsigned long long *used_out)
 {
     const struct sim_state *st = nvml_state();
+    uint64_t resident[SIM_MAX_PROCS];
+    resident_by_slot(st, dev, resident);
     unsigned int n = 0;
     for (int s = 0; s < SIM_MAX_PROCS; s++) {
         const struct sim_proc *p = &st->proc[s];
         if (!__atomic_load_n(&p->in_use, __ATOMIC_ACQUIRE))
             continue;
-        uint64_t used = __atomic_load_n(&p->dev[dev].mem_used, __ATOMIC_RELAXED) +
-                        resident_of(st, s, dev);
+        uint64_t used = __atomic_load_n(&p->dev[dev].mem_used, __ATOMIC_RELAXED) + resident[s];
         if ((used || has_context(st, s, dev)) && nvml_slot_alive(s)) {
             pids[n] = (unsigned int)p->pid;
             used_out[n] = used;

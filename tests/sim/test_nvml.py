@@ -18,9 +18,11 @@ from nvml_helpers import MIB, NVML_LIB, run_py
 pytestmark = pytest.mark.timeout(120)
 
 
-def _hold(prog: Path, env: dict[str, str], nbytes: int) -> subprocess.Popen[str]:
-    """memhold: allocate nbytes of simulated device memory and keep it until stdin closes."""
-    p = subprocess.Popen([str(prog), str(nbytes), "hold"], env=env, stdin=subprocess.PIPE,
+def _hold(prog: Path, env: dict[str, str], nbytes: int,
+          mode: str = "hold") -> subprocess.Popen[str]:
+    """memhold: allocate nbytes of simulated device memory (mode "hold-managed": managed memory
+    prefetched to the device) and keep it until stdin closes."""
+    p = subprocess.Popen([str(prog), str(nbytes), mode], env=env, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     line = p.stdout.readline().split()
@@ -324,3 +326,20 @@ def test_threads_initialising_and_querying_at_once(
     finally:
         _release(p)
     assert out == {"errors": [], "after": 1}    # balanced init/shutdown: uninitialised again
+
+
+def test_resident_managed_memory_counts_in_the_process_figure(
+        nvml_env: dict[str, str], sim_progs: dict[str, Path]) -> None:
+    """The processes' figures add up to the device's used memory, managed memory resident on
+    the device included (the simulator counts it in cuMemGetInfo and NVML's device total)."""
+    env = {**nvml_env, "TGS_SIM_MEM": "2GiB"}
+    a = _hold(sim_progs["memhold"], env, 128 * MIB, "hold-managed")
+    b = _hold(sim_progs["memhold"], env, 64 * MIB)
+    try:
+        busy = run_py(env, MEMORY)
+    finally:
+        _release(a)
+        _release(b)
+    per_pid = {pid: used for pid, used, *_ in busy["v3"]}
+    assert per_pid == {a.pid: 128 * MIB, b.pid: 64 * MIB}
+    assert busy["m1"][2] == sum(per_pid.values())

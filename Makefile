@@ -84,9 +84,9 @@ $(VENV)/.stamp: pyproject.toml
 venv: $(VENV)/.stamp
 
 # The frameworks tier's venv (real PyTorch, CuPy; several GiB): outside the checkout, in the
-# user's cache directory, reused while tests/frameworks/requirements.txt is unchanged.
-frameworks:
-	$(PYTHON) tests/frameworks/fwvenv.py
+# user's cache directory, reused while bench/frameworks-requirements.txt is unchanged.
+frameworks: venv
+	$(VPY) -m tgs.bench.frameworks_venv
 
 test: all venv frameworks
 	$(VENV)/bin/ruff check .

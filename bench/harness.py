@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tgs.bench.frameworks_venv import torch_python
 from tgs.bench.gpu import BusySeries, job_env, make_sampler
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import JobDef
@@ -179,7 +180,8 @@ def job_argv(job: JobDef) -> list[str]:
     if not job.torch:
         return job.spec.argv()
     spec = job.spec
-    argv = [sys.executable, "-m", "tgs.bench.torch_train", "--name", job.name,
+    # by path, with the interpreter that has PyTorch (the frameworks venv on this machine)
+    argv = [torch_python(), str(Path(__file__).with_name("torch_train.py")), "--name", job.name,
             "--seconds", repr(float(job.seconds)), "--gap-ms", repr(float(spec.gap_ms)),
             "--report-ms", repr(float(spec.report_ms or 0))]
     if spec.phases:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import click
 from tgs.bench import las_compare
-from tgs.bench.gpu import GPU_MODES, GpuUnavailable, real_gpu_problem, resolve_gpu
+from tgs.bench.frameworks_venv import torch_python
+from tgs.bench.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
 from tgs.bench.scenarios import ALL_KEYS, EXTRA_KEYS, FULL, OV_KEYS, POLICIES, QUICK, QUICK_KEYS
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 
@@ -65,7 +66,8 @@ def _check_built(gpu: str) -> None:
 @click.option("--gpu", type=click.Choice(GPU_MODES), default="auto", show_default=True,
               help="Simulated GPU, a real one (through NVML and the driver), or real if present.")
 @click.option("--torch", "use_torch", is_flag=True,
-              help="Real GPU: run the PyTorch training loop (bench/torch_train.py) as every job.")
+              help="Run the PyTorch training loop (bench/torch_train.py) as every job, on a "
+                   "real GPU or the simulator (the frameworks venv: make frameworks).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Results folder (default results/<timestamp>).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON summary, not Markdown.")
@@ -86,14 +88,11 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
     except GpuUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     if use_torch:
-        if mode != "real":
-            raise click.ClickException(f"--torch needs a real GPU ({real_gpu_problem()})")
-        try:
-            import torch
-        except ImportError:
-            raise click.ClickException("--torch: PyTorch is not installed") from None
-        if not torch.cuda.is_available():
-            raise click.ClickException("--torch: PyTorch has no CUDA device")
+        py = torch_python()
+        ok = subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0
+        if not ok:
+            raise click.ClickException(f"--torch: {py} has no PyTorch (make frameworks "
+                                       "installs the frameworks venv)")
     _check_built(mode)
     keys = [k.upper() for k in scenarios] or list(QUICK_KEYS if quick else ALL_KEYS)
     full = not quick and not scenarios and not policies

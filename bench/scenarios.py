@@ -68,7 +68,7 @@ class JobDef:
     start_s: float
     seconds: float
     weight: int = 1
-    torch: bool = False         # run bench/torch_train.py instead (real GPU only)
+    torch: bool = False         # run bench/torch_train.py instead (real GPU or simulator)
     numba: bool = False         # run bench/numba_job.py (a numba-cuda program) instead
     iters: int | None = None    # a fixed amount of work (seconds is then its deadline)
     mem_quota: int | None = None    # registered quota (None: the harness's default)
@@ -277,7 +277,7 @@ def build(key: str, budget: Budget, policy: str | None) -> Scenario:
 
 
 def use_torch(sc: Scenario) -> Scenario:
-    """The same schedule with the PyTorch training loop as every job (real GPU)."""
+    """The same schedule with the PyTorch training loop as every job."""
     return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True, numba=False)
                                          for j in sc.jobs])
 

@@ -8,16 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tgs.bench import frameworks_venv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import fwvenv  # noqa: E402
 from tools_helpers import Ctl, start_ctl  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def fw_python() -> Path:
     try:
-        return fwvenv.ensure()
+        return frameworks_venv.ensure()
     except SystemExit as exc:             # a failed install fails the tier loudly
         pytest.fail(str(exc), pytrace=False)
 

@@ -1,11 +1,13 @@
-"""The frameworks tier's virtual environment: real PyTorch (CUDA build) and CuPy, pinned.
+"""The frameworks venv: real PyTorch (CUDA build) and CuPy, pinned, for the frameworks tier
+(tests/frameworks) and the benchmarks' PyTorch jobs (tgs-bench --torch).
 
-    python3 tests/frameworks/fwvenv.py        # make sure it is there; print its python
+    python -m tgs.bench.frameworks_venv       # make sure it is there; print its python
 
 torch is several GiB, so the venv lives outside the checkout, where a fresh clone on the same
 machine finds it again: $TGS_FRAMEWORKS_VENV, else $XDG_CACHE_HOME/tgs (~/.cache/tgs) under a
-name made from requirements.txt's digest.  It is reused while that file is unchanged (a ready
-stamp holds the digest, written only after the install and an import check passed).  A failed
+name made from the digest of frameworks-requirements.txt's pins.  It is reused while the pins
+are unchanged (a ready stamp holds the digest, written only after the install and an import
+check passed).  A failed
 install is retried once from scratch; a second failure exits 1 with pip's last lines: the tier
 never turns into a skip.
 """
@@ -21,13 +23,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REQUIREMENTS = HERE / "requirements.txt"
+REQUIREMENTS = HERE / "frameworks-requirements.txt"
 IMPORT_CHECK = "import torch, cupy, pynvml, numpy; assert torch.version.cuda, 'not a CUDA build'"
 ATTEMPTS = 2
 
 
 def digest() -> str:
-    return hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:12]
+    """Of the pins alone: a comment edit keeps the venv."""
+    pins = [ln.split("#")[0].strip() for ln in REQUIREMENTS.read_text().splitlines()]
+    return hashlib.sha256("\n".join(p for p in pins if p).encode()).hexdigest()[:12]
 
 
 def venv_dir() -> Path:
@@ -39,6 +43,15 @@ def venv_dir() -> Path:
 
 def python() -> Path:
     return venv_dir() / "bin" / "python"
+
+
+def torch_python() -> str:
+    """The interpreter for PyTorch jobs: this one if it has torch, else the frameworks venv's
+    once installed (make frameworks), else this one (whose job then reports the error)."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is None and ready():
+        return str(python())
+    return sys.executable
 
 
 def _stamp() -> Path:

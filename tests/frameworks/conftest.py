@@ -23,9 +23,11 @@ def fw_python() -> Path:
 
 
 @pytest.fixture
-def fw_env(sim_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    """sim_env for framework children: their caches inside the test's directory."""
+def fw_env(sim_env: dict[str, str], tmp_path: Path, fw_python: Path) -> dict[str, str]:
+    """sim_env for framework children: their caches inside the test's directory, the venv named
+    (HOME moves)."""
     env = dict(sim_env)
+    env["TGS_FRAMEWORKS_VENV"] = str(fw_python.parents[1])
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
     env["CUPY_CACHE_DIR"] = str(tmp_path / "cupy")

@@ -45,11 +45,10 @@ static void harvest_locked(struct CUctx_st *c)
 void sim_event_times_recorded(struct CUevent_st *e)
 {
     struct CUctx_st *c = e->ctx;
-    /* the common case of a framework's allocator (a disable-timing event, nothing waiting
-     * in the context) takes no lock; a pending list being filled by another thread is
-     * harvested by that thread's own records */
-    if ((e->flags & CU_EVENT_DISABLE_TIMING) && !__atomic_load_n(&e->pend_ctx, __ATOMIC_RELAXED) &&
-        !__atomic_load_n(&c->pend_head, __ATOMIC_RELAXED))
+    /* the common case of a framework's allocator (a disable-timing event, which is never in
+     * a list, and nothing waiting in the context) takes no lock; a list another thread is
+     * filling meanwhile is harvested by that thread's own records */
+    if ((e->flags & CU_EVENT_DISABLE_TIMING) && !__atomic_load_n(&c->pend_head, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&g_sim.lock);
     unlink_locked(e);

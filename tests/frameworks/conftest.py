@@ -3,15 +3,12 @@ a private simulated GPU with a controller on it."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ctl_process import Ctl, start_ctl
 from tgs.bench import frameworks_venv
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from tools_helpers import Ctl, start_ctl  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from ctl_process import Ctl, start_ctl
 from fw_helpers import JOBS, MiB, ok, run_probe
 from proc_helpers import stop, tool
-from tools_helpers import Ctl
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -90,7 +90,6 @@ def test_processes_of_one_job_share_its_quota(fw_python: Path, ctl: Ctl) -> None
 
 
 def test_job_over_two_gpus(fw_python: Path, tmp_path: Path, fw_env: dict[str, str]) -> None:
-    from tools_helpers import start_ctl
     env = dict(fw_env, TGS_SIM_DEVICES="2")
     gen = start_ctl(tmp_path, env)
     c = next(gen)
@@ -109,7 +108,6 @@ def test_oversubscription_keeps_tensors_intact(fw_python: Path, tmp_path: Path,
     """An opportunistic job holding 1.5 GiB (--mem-total) next to production allocating 3 GiB of
     a 4 GiB GPU: production's allocations succeed; the evicted tensors are intact after and
     once they are back."""
-    from tools_helpers import start_ctl
     gen = start_ctl(tmp_path, dict(fw_env, TGS_SIM_MEM="4GiB"))
     ctl = next(gen)
     opp = subprocess.Popen(

@@ -57,7 +57,9 @@ static CUresult cudart_module_from_fatbin(const void *fatbin, CUmodule *mod, voi
     return sim_module_load_current(mod, fatbin, 0);
 }
 
-/* The device's primary context, retained once for the runtime and kept. */
+/* The device's primary context: the runtime's first call takes one reference, which it
+ * keeps (a program's own release cannot destroy the context under the runtime); later
+ * calls take none, unless a reset destroyed the context meanwhile. */
 static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
 {
     CUresult r = sim_check_dev(dev);
@@ -65,7 +67,11 @@ static CUresult cudart_primary_ctx(CUcontext *pctx, CUdevice dev)
         return r;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    struct CUctx_st *c = sim_primary_ctx(dev);
+    pthread_mutex_lock(&g_sim.lock);
+    int held = g_sim.runtime_retained[dev];
+    g_sim.runtime_retained[dev] = 1;
+    pthread_mutex_unlock(&g_sim.lock);
+    struct CUctx_st *c = held ? sim_primary_ctx(dev) : NULL;
     if (c) {
         *pctx = c;
         return CUDA_SUCCESS;

@@ -173,6 +173,7 @@ struct sim_globals {
     struct CUctx_st *primary[SIM_MAX_DEVICES];
     int primary_refs[SIM_MAX_DEVICES];
     unsigned int primary_flags[SIM_MAX_DEVICES];
+    int runtime_retained[SIM_MAX_DEVICES]; /* the CUDA runtime took its primary reference */
     /* handle registry: open addressing set of live handles */
     void **handles;
     size_t handles_cap, handles_len, handles_tomb;

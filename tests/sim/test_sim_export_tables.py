@@ -97,6 +97,7 @@ def test_tables_and_their_slots(export_run: str) -> None:
     f = _facts(export_run)
     assert f["cudart_size"] == [str(13 * 8)]          # slot 0: the table's size in bytes
     assert f["primary"] == ["0", "0"] and f["primary_same"] == ["1", "1"]
+    assert f["primary_kept"] == ["1"]                 # the runtime's reference outlived ours
     assert f["module_wrapper"] == ["0", "0"]          # loaded, and its kernel is there
     assert f["module_fatbin"] == ["0", "0"]
     assert f["cls_missing"] == ["400"]                 # CUDA_ERROR_INVALID_HANDLE

@@ -47,14 +47,22 @@ int main(void)
     const void *const *cid = table("21318c60971432488ca641ff7324c8f2");
     if (!rt || !cls || !ic || !tls)
         return 2;
+    CUresult r;
     printf("cudart_size %zu\n", (size_t)(uintptr_t)rt[0]);
 
-    /* slot 2: the primary context, the same on every call */
+    /* slot 2: the primary context, the same on every call, and the runtime's reference
+     * keeps it when the program releases its own */
     CUresult (*primary)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))rt[2];
     CUcontext c1 = NULL, c2 = NULL, p = NULL;
-    printf("primary %d %d\n", (int)primary(&c1, 0), (int)primary(&c2, 0));
     cuDevicePrimaryCtxRetain(&p, 0);
+    r = primary(&c1, 0);
+    printf("primary %d %d\n", (int)r, (int)primary(&c2, 0));
     printf("primary_same %d %d\n", c1 == c2, c1 == p);
+    unsigned int pflags = 0;
+    int active = 0;
+    cuDevicePrimaryCtxRelease_v2(0);
+    cuDevicePrimaryCtxGetState(0, &pflags, &active);
+    printf("primary_kept %d\n", active);
     cuCtxSetCurrent(c1);
 
     /* slot 1: a module from nvcc's fatbin wrapper around a fatbin around PTX */
@@ -82,7 +90,7 @@ int main(void)
     CUresult (*from_wrapper)(CUmodule *, const void *) = (CUresult(*)(CUmodule *, const void *))rt[1];
     CUmodule m = NULL;
     CUfunction f = NULL;
-    CUresult r = from_wrapper(&m, &wrapper);
+    r = from_wrapper(&m, &wrapper);
     printf("module_wrapper %d %d\n", (int)r, r ? -1 : (int)cuModuleGetFunction(&f, m, "k1"));
     CUresult (*from_fatbin)(const void *, CUmodule *, void *, void *, unsigned) =
         (CUresult(*)(const void *, CUmodule *, void *, void *, unsigned))rt[8];

@@ -2,7 +2,7 @@
 
   tgs.io/priority   production | opportunistic          (default: opportunistic)
   tgs.io/weight     1-1000, share among opportunistic jobs (default: 1)
-  tgs.io/memory     a size (8GiB, 512MiB, 4096) or "unlimited"
+  tgs.io/memory     a size (8GiB, 512MiB, 4096) or "unlimited" (0: unlimited too)
   gpu-memory        KAI-Scheduler's: MiB (a plain number) or a size with a unit
   gpu-fraction      KAI-Scheduler's: a fraction of the GPU's memory, 0 < f <= 1
 
@@ -74,7 +74,7 @@ def _memory(ann: Mapping[str, str], mem_total: int, shares: int, nshares: int) -
         text = ann[MEMORY].strip()
         if text.lower() == "unlimited":
             return None
-        return _size(MEMORY, text)
+        return _size(MEMORY, text) or None      # a limit: 0 is unlimited (docs/usage.md)
     if KAI_MEMORY in ann:
         text = ann[KAI_MEMORY].strip()
         if text.isascii() and text.isdigit():

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import podinfo
+from .health import UNHEALTHY_AFTER
 
 
 @dataclass
@@ -18,6 +19,7 @@ class Config:
     runtime_dir: str | None = None
     timeout: float = 3.0                          # per controller / kubelet call
     health_interval: float = 1.0
+    unhealthy_after: int = UNHEALTHY_AFTER        # failed polls in a row before Unhealthy
     watch_interval: float = 0.5
     pod_resources: str | None = podinfo.POD_RESOURCES_SOCKET
     api: podinfo.ApiServer | None = None
@@ -28,6 +30,8 @@ class Config:
     sim: bool | None = None                       # hand over the simulated driver (default:
     gc_grace: float = 60.0                        #   when the controller's GPUs are simulated)
     gc_interval: float = 10.0
+    own_pod: tuple[str, str] | None = None        # (namespace, name): a List without it is
+                                                  #   partial (gc.py)
     node_name: str | None = None                  # label this node with signals.LABEL
     label_interval: float = 30.0                  # at most one label update per interval
     memory_above_shares: bool = False             # quotas may exceed the shares' part

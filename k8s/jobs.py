@@ -1,12 +1,12 @@
 """The TGS jobs the plugin makes: one per container's set of shares, named after them.
 
 Registered at Allocate with defaults, set from the pod's annotations at PreStartContainer,
-removed when the kubelet's pod resources API no longer lists their shares."""
+removed once the kubelet's pod resources API has not listed their shares for the grace period
+(gc.py says when that is)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -19,6 +19,7 @@ from tgs.tools import cdi
 from . import annotations as ann
 from . import podinfo, response
 from .config import Config
+from .gc import AbsenceClock
 from .shares import Gpu
 
 log = logging.getLogger("tgs.k8s")
@@ -28,6 +29,8 @@ class Jobs:
     def __init__(self, cfg: Config, call: Callable[..., Any]) -> None:
         self.cfg = cfg
         self.call = call                    # call("verb", *args, **kw): one controller call
+        self.absence = AbsenceClock(cfg.gc_grace)
+        self._socket_id: tuple[int, int, int] | None = None    # the pod resources server's
 
     def ensure(self, name: str, gpus: list[tuple[Gpu, int]]) -> tuple[dict[str, Any], bool]:
         """Register the job (opportunistic, its shares' memory; over several GPUs one job with
@@ -91,33 +94,68 @@ class Jobs:
                             nshares=self.cfg.nshares,
                             within_shares=not self.cfg.memory_above_shares)
 
-    def collect(self, now: float | None = None) -> list[str]:
-        """Unregister this plugin's jobs (k8s-*) that no container holds any more, once they
-        are older than gc_grace; needs the pod resources API. Returns the names removed."""
-        sock = self.cfg.pod_resources
-        if not sock or not os.path.exists(sock):
+    def collect(self, now: float | None = None, wall: float | None = None,
+                controller_up: bool = True) -> list[str]:
+        """Unregister this plugin's jobs (k8s-*) whose shares the pod resources API has not
+        listed for gc_grace (gc.py); without that API nothing is removed. With the controller
+        known down only the List is recorded (a call would wait out its timeout in the health
+        loop). `now` (monotonic) and `wall` (the controller's clock, for the jobs' ages) for
+        tests. The names removed."""
+        now = time.monotonic() if now is None else now
+        wall = time.time() if wall is None else wall
+        view = self._view()
+        if view is None:
+            self.absence.lost()
+            return []
+        held = {response.job_name(ids) for ids in view.holders}
+        if not controller_up:
+            self.absence.due(held, None, now)
             return []
         try:
-            held = {response.job_name(ids)
-                    for ids in podinfo.holders(sock, self.cfg.resource, self.cfg.timeout)}
-            jobs = self.call("list")
-        except (podinfo.PodInfoError, ControllerUnavailable, ClientError) as exc:
+            jobs = [j for j in self.call("list")
+                    if str(j.get("name", "")).startswith(response.JOB_PREFIX)]
+        except (ControllerUnavailable, ClientError) as exc:
             log.debug("no garbage collection this time: %s", exc)
+            self.absence.due(held, None, now)
             return []
-        now = time.time() if now is None else now
+        ages = {str(j["name"]): wall - float(j.get("created") or wall) for j in jobs}
         gone = []
-        for j in jobs:
-            name = str(j.get("name", ""))
-            if name.startswith(response.JOB_PREFIX) and name not in held \
-                    and now - float(j.get("created", now)) > self.cfg.gc_grace:
-                try:
-                    self.call("unregister", name)
-                    self.forget(name)
-                    gone.append(name)
-                    log.info("job %s: no container holds its shares any more: removed", name)
-                except (ControllerUnavailable, ClientError):
-                    pass
+        for name in self.absence.due(held, ages, now):
+            try:
+                self.call("unregister", name)
+            except (ControllerUnavailable, ClientError):
+                continue                    # tried again at the next look
+            self.absence.forget(name)
+            self.forget(name)
+            gone.append(name)
+            log.info("job %s: no container has held its shares for %.0f s: removed", name,
+                     self.cfg.gc_grace)
         return gone
+
+    def _view(self) -> podinfo.Listing | None:
+        """The pod resources List, or None when it is not a whole view of the node: no
+        socket, a failed List, or one without this plugin's own pod (when it knows it). A
+        socket replaced since the last look (a kubelet restart) starts the absences anew."""
+        sock = self.cfg.pod_resources
+        ident = podinfo.identity(sock) if sock else None
+        if sock is None or ident is None:
+            return None
+        if ident != self._socket_id:
+            if self._socket_id is not None:
+                log.info("pod resources socket replaced: absences count anew")
+            self._socket_id = ident
+            self.absence.lost()
+        try:
+            view = podinfo.listing(sock, self.cfg.resource, self.cfg.timeout)
+        except podinfo.PodInfoError as exc:
+            log.debug("no garbage collection this time: %s", exc)
+            return None
+        own = self.cfg.own_pod
+        if own is not None and own not in view.pods:
+            log.debug("pod resources do not list this plugin's pod %s/%s yet: a partial "
+                      "view, no garbage collection", *own)
+            return None
+        return view
 
     def forget(self, name: str) -> None:
         """Files made for a removed job: its CDI spec, its generated ld.so.preload."""

@@ -12,8 +12,11 @@ from typing import Any
 
 import click
 
+from tgs.version import version_option
+
 from . import podinfo
 from .config import Config
+from .health import UNHEALTHY_AFTER
 from .plugin import Plugin
 
 PROG = "tgs-device-plugin"
@@ -30,6 +33,7 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option(PROG)
 @click.option("--plugin-dir", type=click.Path(file_okay=False, path_type=Path),
               default="/var/lib/kubelet/device-plugins", show_default=True,
               help="The kubelet's device-plugins directory (its kubelet.sock is there).")
@@ -47,6 +51,9 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
               help="Seconds per controller or kubelet call.")
 @click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0,
               show_default=True, help="Seconds between two looks at the controller.")
+@click.option("--unhealthy-after", type=click.IntRange(1, 100), default=UNHEALTHY_AFTER,
+              show_default=True, help="Failed looks at the controller in a row before the "
+                                      "shares are reported Unhealthy.")
 @click.option("--pod-resources", default=podinfo.POD_RESOURCES_SOCKET, show_default=True,
               help="The kubelet's pod resources socket ('' to not use it).")
 @click.option("--api-server", default=None,
@@ -83,9 +90,16 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--sim/--no-sim", default=None,
               help="Hand containers the simulated driver (default: when the GPUs are).")
 @click.option("--gc-grace", type=click.FloatRange(0), default=60.0, show_default=True,
-              help="Seconds before a job no container holds is unregistered.")
+              help="Seconds a job's shares must be absent from the pod resources API "
+                   "before it is unregistered (longer than a restarted kubelet takes to "
+                   "list its pods again).")
 @click.option("--gc-interval", type=click.FloatRange(0.05), default=10.0, show_default=True,
               help="Seconds between two looks for such jobs (pod resources API).")
+@click.option("--pod-name", envvar="POD_NAME", default=None,
+              help="This plugin's own pod (downward API): a pod resources list without it "
+                   "is partial and removes nothing. Needs --pod-namespace.")
+@click.option("--pod-namespace", envvar="POD_NAMESPACE", default=None,
+              help="The namespace of --pod-name.")
 @click.option("--node-name", envvar="NODE_NAME", default=None,
               help="This node's name: label it with tgs.io/gpu-idle-pct (needs the API "
                    "server and the right to patch nodes); default: no label.")
@@ -94,12 +108,13 @@ def _defaults(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller: str | None,
-        runtime_dir: str | None, timeout: float, health_interval: float, pod_resources: str,
+        runtime_dir: str | None, timeout: float, health_interval: float, unhealthy_after: int,
+        pod_resources: str,
         api_server: str | None, kubeconfig: str | None, token_file: str | None, ca_file: str | None,
         defaults: tuple[str, ...], memory_above_shares: bool,
         production_namespaces: tuple[str, ...], cdi_dir: str | None, preload_file: bool,
         host_lib_dir: str | None, gpu_handoff: str | None, sim: bool | None,
-        gc_grace: float, gc_interval: float,
+        gc_grace: float, gc_interval: float, pod_name: str | None, pod_namespace: str | None,
         node_name: str | None, label_interval: float, log_level: str) -> None:
     """Kubelet device plugin for TGS (device plugin API v1beta1)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
@@ -119,9 +134,13 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
             raise click.BadParameter(str(exc), param_hint="--kubeconfig") from None
     else:
         api = podinfo.ApiServer.in_cluster()
+    if bool(pod_name) != bool(pod_namespace):
+        raise click.BadParameter("give both or neither", param_hint="--pod-name/--pod-namespace")
     cfg = Config(plugin_dir=plugin_dir, resource=resource, nshares=nshares, endpoint=endpoint,
                  controller=controller, runtime_dir=runtime_dir, timeout=timeout,
-                 health_interval=health_interval, pod_resources=pod_resources or None, api=api,
+                 health_interval=health_interval, unhealthy_after=unhealthy_after,
+                 own_pod=(pod_namespace, pod_name) if pod_name and pod_namespace else None,
+                 pod_resources=pod_resources or None, api=api,
                  defaults=_defaults(defaults), memory_above_shares=memory_above_shares,
                  production_namespaces=frozenset(production_namespaces), cdi_dir=cdi_dir,
                  preload_file=preload_file,

@@ -2,15 +2,14 @@
 device-plugins directory, its registration, and the loops that keep both current.
 
 Threads: the gRPC server's pool (one worker per ListAndWatch stream, plus the calls),
-`health` (polls the controller: GPUs, their health, the node label, garbage collection
-of the jobs of gone pods, see jobs.py)
+`health` (polls the controller: GPUs, their health with hysteresis (health.py), the node
+label, garbage collection of the jobs of gone pods, see jobs.py and gc.py)
 and `watch` (re-registers when the kubelet's socket is recreated, restarts the server
 when its own socket is removed, as a restarting kubelet does)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from tgs.controller.client import Client, ClientError, ControllerUnavailable
 from tgs.tools.injection import InjectError, make_plan
 
 from . import annotations as ann
-from . import podinfo, response, shares, signals
+from . import health, podinfo, response, shares, signals
 from .api import API_VERSION, dp, dp_grpc
 from .config import Config
 from .jobs import Jobs
@@ -32,14 +31,6 @@ from .shares import Gpu, ShareError
 
 log = logging.getLogger("tgs.k8s")
 KUBELET_SOCKET = "kubelet.sock"
-
-
-def _identity(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 class Plugin(dp_grpc.DevicePluginServicer):
@@ -62,6 +53,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self._label: int | None = None             # the label value last published
         self._label_t = -float("inf")
         self.jobs = Jobs(cfg, lambda *a, **kw: self._call(*a, **kw))
+        self.health = health.Hysteresis(cfg.unhealthy_after)
 
     # ------------------------------------------------------------ controller
     def _client(self) -> Client:
@@ -70,21 +62,34 @@ class Plugin(dp_grpc.DevicePluginServicer):
 
     def _call(self, fn: str, *args: Any, **kw: Any) -> Any:
         with self._client() as c:
+            why = health.refused(c.endpoint)        # a dead controller: no need to wait
+            if why is not None:
+                raise ControllerUnavailable(why)
             return getattr(c, fn)(*args, **kw)
 
+    def _status(self) -> dict[str, Any]:
+        return dict(self._call("status"))
+
     def poll_health(self) -> None:
-        """One look at the controller: GPUs present and the controller up, or not."""
+        """One look at the controller: GPUs present and the controller up, or not (once
+        cfg.unhealthy_after looks in a row failed: one lost poll changes nothing)."""
         try:
-            st = self._call("status")
+            st = self._status()
             devs = st.get("devices") or []
             seen = {str(d["uuid"]): Gpu(int(d["index"]), str(d["uuid"]), int(d["mem_total"]))
                     for d in devs}
             sim = bool(devs) and all(d.get("kind") == "sim" for d in devs)
             dirs = [str(st[k]) for k in ("segment_dir", "runtime_dir", "state_dir") if st.get(k)]
         except (ControllerUnavailable, ClientError, KeyError, TypeError, ValueError) as exc:
-            log.debug("controller not answering: %s", exc)
+            down = self.health.failed()
+            log.log(logging.WARNING if self.health.failures == self.health.after
+                    else logging.DEBUG, "controller not answering (%d polls in a row%s): %s",
+                    self.health.failures, ", shares Unhealthy" if down else "", exc)
+            if not down:
+                return
             seen, sim, dirs, st = None, self._sim, self._dirs, None
         if st is not None:
+            self.health.succeeded()
             self._publish(st)
         with self._cond:
             gpus = list(self._gpus)
@@ -141,6 +146,13 @@ class Plugin(dp_grpc.DevicePluginServicer):
             yield dp.ListAndWatchResponse(devices=self.devices())
 
     def GetPreferredAllocation(self, request: Any, context: Any) -> Any:
+        try:
+            gpus = self._gpus_now()
+            self._check_containers(len(request.container_requests), gpus)
+            for r in request.container_requests:
+                self._check_preferred(r, gpus)
+        except ShareError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return dp.PreferredAllocationResponse(container_responses=[
             dp.ContainerPreferredAllocationResponse(deviceIDs=shares.preferred(
                 r.available_deviceIDs, r.must_include_deviceIDs, r.allocation_size))
@@ -150,9 +162,15 @@ class Plugin(dp_grpc.DevicePluginServicer):
         done: list[str] = []
         out = []
         try:
-            for creq in request.container_requests:
-                ids = list(creq.devices_ids)
-                name, gpus = self._job_for(ids)
+            # every container checked before any job is registered: a bad one costs nothing
+            gpus_now, n = self._gpus_now(), len(request.container_requests)
+            self._check_containers(n, gpus_now)
+            plan = []
+            for i, c in enumerate(request.container_requests):
+                ids = list(c.devices_ids)
+                what = "the container request" if n == 1 else f"container request {i + 1}/{n}"
+                plan.append((ids, *self._job_for(ids, gpus_now, what)))
+            for ids, name, gpus in plan:
                 job, made = self.jobs.ensure(name, gpus)
                 if made:                            # undone if a later container fails
                     done.append(name)
@@ -173,7 +191,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
     def PreStartContainer(self, request: Any, context: Any) -> Any:
         ids = list(request.devices_ids)
         try:
-            name, gpus = self._job_for(ids)
+            name, gpus = self._job_for(ids, self._gpus_now(), "the PreStartContainer request")
             settings = self.jobs.settings(ids, gpus)
             self.jobs.ensure(name, gpus)                # again, if it was lost meanwhile
             self._call("set", name, **settings.changes())
@@ -185,10 +203,31 @@ class Plugin(dp_grpc.DevicePluginServicer):
         return dp.PreStartContainerResponse()
 
     # ------------------------------------------------------------ jobs
-    def _job_for(self, ids: list[str]) -> tuple[str, list[tuple[Gpu, int]]]:
+    def _gpus_now(self) -> list[Gpu]:
         with self._cond:
-            gpus = list(self._gpus)
+            return list(self._gpus)
+
+    def _job_for(self, ids: list[str], gpus: list[Gpu],
+                 what: str) -> tuple[str, list[tuple[Gpu, int]]]:
+        """The job for a container's IDs; ShareError unless they are advertised shares."""
+        shares.check_ids(ids, gpus, self.cfg.nshares, what=what)
         return response.job_name(ids), shares.gpus_of(ids, gpus)
+
+    def _check_containers(self, n: int, gpus: list[Gpu]) -> None:
+        # each container holds at least one share, and the kubelet sends one per call
+        if n > len(gpus) * self.cfg.nshares:
+            raise ShareError(f"{n} container requests in one call: this plugin advertises "
+                             f"{len(gpus) * self.cfg.nshares} shares")
+
+    def _check_preferred(self, r: Any, gpus: list[Gpu]) -> None:
+        avail, must = list(r.available_deviceIDs), list(r.must_include_deviceIDs)
+        shares.check_ids(avail, gpus, self.cfg.nshares, what="the available IDs")
+        shares.check_ids(must, gpus, self.cfg.nshares, what="the must-include IDs",
+                         empty_ok=True)
+        offered = len(set(avail) | set(must))
+        if not max(1, len(must)) <= r.allocation_size <= offered:
+            raise ShareError(f"allocation_size {r.allocation_size} with {len(must)} "
+                             f"must-include and {offered} available IDs")
 
     def _response(self, job: dict[str, Any], gpus: list[Gpu]) -> Any:
         sim = self.cfg.sim if self.cfg.sim is not None else self._sim
@@ -249,7 +288,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
         if self._server is None or not self.socket_path.exists():
             self._serve()
             self._kubelet_id = None                 # a new endpoint must be registered
-        ident = _identity(self.cfg.plugin_dir / KUBELET_SOCKET)
+        ident = podinfo.identity(self.cfg.plugin_dir / KUBELET_SOCKET)
         self._seen_kubelet = ident
         if ident is not None and ident != self._kubelet_id and self.register():
             self._kubelet_id = ident
@@ -266,7 +305,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self.poll_health()
         if time.monotonic() - self._last_gc >= self.cfg.gc_interval:
             self._last_gc = time.monotonic()
-            self.jobs.collect()
+            self.jobs.collect(controller_up=self.health.failures == 0)
 
     def start(self) -> None:
         self.cfg.plugin_dir.mkdir(parents=True, exist_ok=True)

@@ -62,16 +62,39 @@ def _list(socket: str, timeout: float) -> list:  # type: ignore[type-arg]
     return list(reply.pod_resources)
 
 
-def holders(socket: str, resource: str, timeout: float = 5.0) -> dict[frozenset[str], PodRef]:
-    """Every set of `resource` device IDs the kubelet has assigned, with its container."""
+def identity(path: str | Path) -> tuple[int, int, int] | None:
+    """Which file is at `path` (None: none): a restarted kubelet makes its sockets anew."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One answer of the pod resources List: the device sets held, and every pod named."""
+
+    holders: dict[frozenset[str], PodRef]
+    pods: frozenset[tuple[str, str]]                  # (namespace, name)
+
+
+def listing(socket: str, resource: str, timeout: float = 5.0) -> Listing:
     out: dict[frozenset[str], PodRef] = {}
+    pods = set()
     for pod in _list(socket, timeout):
+        pods.add((pod.namespace, pod.name))
         for ctr in pod.containers:
             ids = frozenset(i for d in ctr.devices if d.resource_name == resource
                             for i in d.device_ids)
             if ids:
                 out[ids] = PodRef(pod.namespace, pod.name, ctr.name)
-    return out
+    return Listing(out, frozenset(pods))
+
+
+def holders(socket: str, resource: str, timeout: float = 5.0) -> dict[frozenset[str], PodRef]:
+    """Every set of `resource` device IDs the kubelet has assigned, with its container."""
+    return listing(socket, resource, timeout).holders
 
 
 def owner(socket: str, resource: str, ids: Iterable[str], timeout: float = 5.0) -> PodRef | None:

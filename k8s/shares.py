@@ -4,18 +4,26 @@ Each GPU is advertised as N shares `<uuid>-share-<k>` (k = 0..N-1) of `tgs.io/gp
 container that asks for `tgs.io/gpu: 2` gets two shares. GetPreferredAllocation packs a
 container's shares on one GPU when one has enough; shares on several GPUs make one TGS job over
 those GPUs (gpus_of: their GPUs in a stable order), with a part per GPU.
+
+check_ids is the gate in front of every call that takes IDs from the kubelet: only IDs this
+plugin advertises (ASCII, a known GPU, k below the share count, each once, no more of them
+than there are shares) get as far as a job.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
-_SUFFIX = re.compile(r"^(?P<uuid>.+)-share-(?P<k>\d+)$")
+# re.ASCII: \d would otherwise take Arabic-Indic or fullwidth digits, which int() accepts
+# \Z, not $: $ also matches before a trailing newline
+_SUFFIX = re.compile(r"^(?P<uuid>.+)-share-(?P<k>\d+)\Z", re.ASCII)
 MAX_ID = 63
+_SHOWN = 70                                       # of an ID quoted in an error
 
 
 class ShareError(ValueError):
@@ -47,6 +55,41 @@ def split_id(sid: str) -> tuple[str, int]:
 
 def all_ids(gpus: Sequence[Gpu], nshares: int) -> list[str]:
     return [share_id(g.uuid, k) for g in gpus for k in range(nshares)]
+
+
+def shown(sid: str) -> str:
+    """An ID as an error quotes it: ASCII, one line, bounded (it comes from the caller)."""
+    return ascii(sid[:_SHOWN]) + ("..." if len(sid) > _SHOWN else "")
+
+
+def check_ids(ids: Sequence[str], gpus: Sequence[Gpu], nshares: int, *,
+              what: str = "the container request", empty_ok: bool = False) -> None:
+    """ShareError (one line) unless every ID is one this plugin advertises for `gpus`, each
+    at most once, and there are no more than the advertised shares; duplicates and the count
+    are checked first, so a huge request costs no parsing."""
+    total = len(gpus) * nshares
+    if not ids and not empty_ok:
+        raise ShareError(f"no device IDs in {what}")
+    if len(set(ids)) < len(ids):
+        counts = Counter(ids)
+        sid, n = counts.most_common(1)[0]
+        raise ShareError(f"device ID {shown(sid)} is in {what} {n} times")
+    if len(ids) > total:
+        raise ShareError(f"{len(ids)} device IDs in {what}: this plugin advertises {total} "
+                         f"shares ({len(gpus)} GPUs x {nshares})")
+    known = {g.uuid for g in gpus}
+    for sid in ids:
+        m = _SUFFIX.match(sid) if sid.isascii() and len(sid) <= MAX_ID else None
+        if m is None:
+            raise ShareError(f"{shown(sid)} in {what} is not a TGS share ID "
+                             "(<gpu uuid>-share-<k>, ASCII, at most 63 characters)")
+        uuid, k = m.group("uuid"), m.group("k")
+        if uuid not in known:
+            raise ShareError(f"device ID {shown(sid)} in {what}: GPU {shown(uuid)} is not on "
+                             "this node (or the controller does not report it)")
+        if k != str(int(k)) or int(k) >= nshares:       # leading zeros were never advertised
+            raise ShareError(f"device ID {shown(sid)} in {what}: not advertised (each GPU "
+                             f"has shares 0-{nshares - 1})")
 
 
 def gpu_of(ids: Sequence[str], gpus: Sequence[Gpu]) -> Gpu:

@@ -1,12 +1,15 @@
 """A test kubelet: the Registration server and a DevicePlugin client over unix sockets in a
 temp directory, the pod resources API, and a tiny API server for pod annotations; all from
-the plugin's own .proto files (tgs.k8s.api)."""
+the plugin's own .proto files (tgs.k8s.api). It restarts as upstream's kubelet does
+(restart_like_upstream): every socket gone while it is down, then a pod resources server that
+lists no pods until its pod manager is filled."""
 
 from __future__ import annotations
 
 import json
 import queue
 import threading
+import time
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,8 +36,10 @@ class _PodResources(pr_grpc.PodResourcesListerServicer):
         self.kubelet = kubelet
 
     def List(self, request: Any, context: Any) -> Any:
+        self.kubelet.lists += 1
         with self.kubelet.lock:
-            pods = dict(self.kubelet.pods)
+            filling = time.monotonic() < self.kubelet.filled_at
+            pods = {} if filling else dict(self.kubelet.pods)
         out = []
         for (ns, name), ctrs in pods.items():
             out.append(pr.PodResources(namespace=ns, name=name, containers=[
@@ -57,12 +62,30 @@ class FakeKubelet:
         self.lock = threading.Lock()
         # (namespace, pod) -> {container: (resource, [device ids])}
         self.pods: dict[tuple[str, str], dict[str, tuple[str, list[str]]]] = {}
+        self.filled_at = 0.0                 # List names no pods before (monotonic)
+        self.lists = 0                       # List calls answered
+        self.restarted_at = 0.0              # restart_like_upstream: servers back (monotonic)
         self._reg: grpc.Server | None = None
-        self._pr = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        pr_grpc.add_PodResourcesListerServicer_to_server(_PodResources(self), self._pr)
-        self._pr.add_insecure_port(f"unix://{self.pod_resources}")
-        self._pr.start()
+        self._pr: grpc.Server | None = None
+        self.start_pod_resources()
         self._channels: list[grpc.Channel] = []
+
+    def start_pod_resources(self, empty_for: float = 0.0) -> None:
+        """The pod resources server, listing no pods for `empty_for` s: upstream starts it
+        before its pod manager holds the node's pods."""
+        with self.lock:
+            self.filled_at = time.monotonic() + empty_for
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pr_grpc.add_PodResourcesListerServicer_to_server(_PodResources(self), server)
+        server.add_insecure_port(f"unix://{self.pod_resources}")
+        server.start()
+        self._pr = server
+
+    def stop_pod_resources(self) -> None:
+        if self._pr is not None:
+            self._pr.stop(0).wait(5)
+            self._pr = None
+        self.pod_resources.unlink(missing_ok=True)
 
     @property
     def socket(self) -> Path:
@@ -91,6 +114,20 @@ class FakeKubelet:
                 p.unlink()
         self.start()
 
+    def restart_like_upstream(self, down: float, empty_for: float) -> None:
+        """A kubelet restart as upstream's: both servers and every socket gone for `down` s,
+        then kubelet.sock and the pod resources socket anew, the latter listing no pods
+        for `empty_for` s more."""
+        self.stop()
+        self.stop_pod_resources()
+        for p in self.dir.iterdir():
+            if p.is_socket():
+                p.unlink()
+        time.sleep(down)
+        self.restarted_at = time.monotonic()         # before the new servers answer
+        self.start_pod_resources(empty_for)
+        self.start()
+
     def next_registration(self, timeout: float = 15.0) -> Any:
         return self.registrations.get(timeout=timeout)
 
@@ -104,6 +141,11 @@ class FakeKubelet:
         with self.lock:
             self.pods.setdefault((ns, pod), {})[container] = (resource, list(ids))
 
+    def add_pod(self, ns: str, pod: str) -> None:
+        """A pod without devices (List names every pod of the node)."""
+        with self.lock:
+            self.pods.setdefault((ns, pod), {})
+
     def release(self, ns: str, pod: str) -> None:
         with self.lock:
             self.pods.pop((ns, pod), None)
@@ -112,7 +154,7 @@ class FakeKubelet:
         for ch in self._channels:
             ch.close()
         self.stop()
-        self._pr.stop(0).wait(5)
+        self.stop_pod_resources()
 
 
 class Watch:
@@ -137,7 +179,6 @@ class Watch:
 
     def until(self, pred: Any, timeout: float = 20.0) -> dict[str, str]:
         """The first update for which pred holds (AssertionError if none in time)."""
-        import time
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:

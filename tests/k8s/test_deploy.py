@@ -66,3 +66,13 @@ def test_rbac_reads_pods_and_labels_nodes_only() -> None:
     ds = _one("DaemonSet")
     assert ds["spec"]["template"]["spec"]["serviceAccountName"] == sa["name"]
     assert ds["metadata"]["namespace"] == sa["namespace"]
+
+
+def test_plugin_knows_its_own_pod() -> None:
+    """POD_NAME/POD_NAMESPACE (--pod-name/--pod-namespace): a pod resources List without the
+    plugin's own pod is partial and removes no job (k8s/gc.py)."""
+    spec = _one("DaemonSet")["spec"]["template"]["spec"]
+    plugin = next(c for c in spec["containers"] if c["name"] == "device-plugin")
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+           for e in plugin["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"

@@ -169,6 +169,8 @@ def test_relocate_copies_image_files_only(tmp_path: Path) -> None:
     (["--shares", "0"], "--shares"),
     (["--health-interval", "0"], "--health-interval"),
     (["--kubeconfig", "KUBECONFIG"], "exec"),
+    (["--unhealthy-after", "0"], "--unhealthy-after"),
+    (["--pod-name", "tgs-node-x1"], "--pod-name/--pod-namespace"),
 ])
 def test_cli_refuses_bad_options(tmp_path: Path, args: list[str], word: str) -> None:
     from click.testing import CliRunner
@@ -178,5 +180,18 @@ def test_cli_refuses_bad_options(tmp_path: Path, args: list[str], word: str) -> 
                   "clusters: [{name: c, cluster: {server: 'https://x'}}]\n"
                   "users: [{name: u, user: {exec: {command: aws}}}]\n")
     args = [str(kc) if a == "KUBECONFIG" else a for a in args]
-    r = CliRunner().invoke(cli, ["--plugin-dir", str(tmp_path), *args])
+    r = CliRunner(env={"POD_NAME": None, "POD_NAMESPACE": None}).invoke(
+        cli, ["--plugin-dir", str(tmp_path), *args])
     assert r.exit_code == 2 and word in r.output, r.output
+
+
+def test_check_ids_accepts_exactly_the_advertised_ids() -> None:
+    ids = shares.all_ids(GPUS, 3)
+    shares.check_ids(ids, GPUS, 3)                       # every advertised ID, in one request
+    shares.check_ids([], GPUS, 3, empty_ok=True)
+    for bad in (f"{UUID}-share-3", f"{UUID}-share-1\n", f"{UUID}-share-\u0661",
+                f"{UUID}-share-00", f"{UUID.upper()}-share-0"):
+        with pytest.raises(ShareError):
+            shares.check_ids([bad], GPUS, 3)
+    with pytest.raises(ShareError):
+        shares.split_id(f"{UUID}-share-1\n")             # $ would take the newline

@@ -80,6 +80,9 @@ $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	$(VPY) -m pip install --quiet -e '.[test]'
+	@# the deprecated `pynvml` package (kept by a venv made before) hooks every `import
+	@# pynvml` with a FutureWarning; the module itself comes from nvidia-ml-py
+	$(VPY) -m pip uninstall --quiet --yes pynvml 2>/dev/null || true
 	touch $@
 venv: $(VENV)/.stamp
 

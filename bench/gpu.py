@@ -17,7 +17,6 @@ import mmap
 import os
 import threading
 import time
-import warnings
 from pathlib import Path
 
 from tgs.intercept.simstate import SIM_MAX_DEVICES, STATE_ENV, SimState, default_path, map_state
@@ -35,9 +34,7 @@ class GpuUnavailable(RuntimeError):
 def real_gpu_problem() -> str | None:
     """None when NVML sees a GPU and the real driver loads; else why not."""
     try:
-        with warnings.catch_warnings():     # pynvml warns that it is deprecated
-            warnings.simplefilter("ignore")
-            import pynvml
+        import pynvml
     except ImportError:
         return "pynvml is not installed"
     try:

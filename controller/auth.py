@@ -6,7 +6,8 @@ Files, under `<state dir>/curve/` (the state dir is owner-only):
   authorized/*.key    the public keys of the clients allowed on --listen endpoints
 
 A `--listen` endpoint is a CURVE server socket whose ZAP handler (pyzmq's
-ThreadAuthenticator) admits only the keys found in `authorized/`; the directory is
+ThreadAuthenticator, started by the first `secure`: in the --listen process, front.py,
+not in the controller) admits only the keys found in `authorized/`; the directory is
 re-read when it changes (checked about once a second).  An empty directory admits
 nobody: such an endpoint answers no one (fail closed).  A client without an
 authorized key cannot complete the handshake: its requests never reach the handler.
@@ -18,7 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +35,8 @@ AUTHORIZED_DIR = "authorized"
 ZAP_DOMAIN = "tgs"
 KEY_LEN = 40                          # Z85 text of a 32-byte key
 REFRESH_S = 1.0
+DENY_WINDOW_S = 60.0                  # at most one denial line per peer address per window
+DENY_PEERS = 256                      # peers tracked at once; more share one line
 
 
 class KeyFileError(Exception):
@@ -93,12 +98,36 @@ def read_key_file(path: Path, need_secret: bool) -> tuple[bytes, bytes | None]:
     return public, secret
 
 
+KEY_PREFIX = "key:"
+FILE_PREFIX = "file:"
+_PATH_START = ("/", "./", "../", "~")
+
+
 def parse_public_key(spec: str) -> bytes:
-    """A public key given on the command line: 40 Z85 characters, or a key file."""
+    """A public key given on the command line (--server-key, $TGS_SERVER_KEY).
+
+    Z85's alphabet has '/' and '.', so a 40-character path can also read as a key; the rule:
+    `key:KEY` is always a key and `file:PATH` always a file; otherwise a value naming an
+    existing file is that file, one that starts like a path (/ ./ ../ ~) is a file too (a
+    missing one is an error, never a key), and anything else must be the 40-character key."""
+    if spec.startswith(KEY_PREFIX):
+        raw = spec[len(KEY_PREFIX):].encode("ascii", "replace")
+        if not _z85_ok(raw):
+            raise KeyFileError(f"{spec[:60]!r} is not key:<the 40-character Z85 public key>")
+        return raw
+    if spec.startswith(FILE_PREFIX):
+        return read_key_file(Path(spec[len(FILE_PREFIX):]).expanduser(), need_secret=False)[0]
+    path = Path(spec).expanduser()
+    if path.exists():
+        return read_key_file(path, need_secret=False)[0]
+    if spec.startswith(_PATH_START):
+        raise KeyFileError(f"no server key file {spec[:200]} (a key that starts so: write "
+                           "key:KEY)")
     raw = spec.encode("ascii", "replace")
     if _z85_ok(raw):
         return raw
-    return read_key_file(Path(spec), need_secret=False)[0]
+    raise KeyFileError(f"server key {spec[:60]!r} is neither a key file nor a 40-character Z85 "
+                       "key (key:KEY or file:PATH say which)")
 
 
 @dataclass(frozen=True)
@@ -121,6 +150,59 @@ def client_keys(server_key: str, client_key: str) -> ClientKeys:
     return ClientKeys(parse_public_key(server_key), public, secret)
 
 
+class DenialLog:
+    """Refused handshakes at info, rate-limited: the first one from a peer address is logged
+    at once, later ones within DENY_WINDOW_S only counted and logged as one line when the
+    window ends (flush), so that a flood of wrong keys cannot flood the log."""
+
+    def __init__(self, where: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.where = where
+        self.clock = clock
+        self._lock = threading.Lock()        # deny: the ZAP thread; flush: the server's
+        self._peers: dict[str, list[float]] = {}     # peer -> [window start, count since]
+
+    def deny(self, peer: str, key: bytes) -> None:
+        now = self.clock()
+        with self._lock:
+            if peer not in self._peers and len(self._peers) >= DENY_PEERS:
+                peer = "other peers"
+            ent = self._peers.get(peer)
+            if ent is not None and now - ent[0] < DENY_WINDOW_S:
+                ent[1] += 1
+                return
+            self._peers[peer] = [now, 0]
+            if ent is not None and ent[1]:
+                self._more(peer, int(ent[1]))
+        log.info("refused a CurveZMQ client from %s: its key %s is not in %s (tgsctl keygen, "
+                 "docs/usage.md)", peer, key.decode("ascii", "replace"), self.where)
+
+    def flush(self) -> None:
+        """Log and forget the windows that ended."""
+        now = self.clock()
+        with self._lock:
+            for peer, (start, count) in list(self._peers.items()):
+                if now - start >= DENY_WINDOW_S:
+                    del self._peers[peer]
+                    if count:
+                        self._more(peer, int(count))
+
+    @staticmethod
+    def _more(peer: str, count: int) -> None:
+        log.info("refused %d more CurveZMQ handshake(s) from %s within %.0f s", count, peer,
+                 DENY_WINDOW_S)
+
+
+class _Zap(ThreadAuthenticator):
+    """pyzmq's ZAP handler, remembering the peer address of the request it is deciding
+    (the credentials callback is not given it)."""
+
+    peer = "?"
+
+    async def handle_zap_message(self, msg: list[bytes]) -> None:
+        self.peer = msg[3].decode("utf-8", "replace")[:100] if len(msg) > 3 else "?"
+        await super().handle_zap_message(msg)
+
+
 class CurveGuard:
     """The controller's keys and the ZAP handler of its CURVE endpoints."""
 
@@ -139,10 +221,10 @@ class CurveGuard:
         self.keys: set[bytes] = set()
         self._stamp: tuple[int, int] | None = None
         self._next = 0.0
-        self.auth = ThreadAuthenticator(ctx, log=logging.getLogger(__name__ + ".zap"))
-        self.auth.start()
-        self.auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=self)
-        self.refresh(force=True)
+        self._ctx = ctx
+        self.denials = DenialLog(str(self.authorized))
+        # the ZAP handler runs where CURVE sockets are served: the --listen process (front.py)
+        self.auth: ThreadAuthenticator | None = None
 
     @staticmethod
     def _check_dir(path: Path) -> None:
@@ -152,10 +234,18 @@ class CurveGuard:
                             "it alone")
 
     def callback(self, domain: str, key: bytes) -> bool:     # ZAP thread
-        return domain == ZAP_DOMAIN and key in self.keys
+        ok = domain == ZAP_DOMAIN and key in self.keys
+        if not ok and isinstance(self.auth, _Zap):
+            self.denials.deny(self.auth.peer, key)
+        return ok
 
     def secure(self, sock: zmq.Socket) -> None:
         """Make `sock` (not yet bound) a CURVE server under this guard."""
+        if self.auth is None:
+            self.auth = _Zap(self._ctx, log=logging.getLogger(__name__ + ".zap"))
+            self.auth.start()
+            self.auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=self)
+            self.refresh(force=True)
         sock.curve_server = True
         sock.curve_publickey = self.public
         sock.curve_secretkey = self._secret
@@ -167,6 +257,7 @@ class CurveGuard:
         if not force and now < self._next:
             return
         self._next = now + REFRESH_S
+        self.denials.flush()
         try:
             st = self.authorized.stat()
         except OSError as exc:
@@ -190,4 +281,6 @@ class CurveGuard:
                         "(add one: tgsctl keygen, docs/usage.md)", self.authorized)
 
     def stop(self) -> None:
-        self.auth.stop()
+        if self.auth is not None:
+            self.auth.stop()
+            self.auth = None

@@ -15,7 +15,9 @@ the controller runs in the host pid namespace) is then classified from /proc:
 - *unmanaged*: otherwise.  Reported once seen unmanaged in GRACE consecutive looks (a shim
   attaches lazily, at its first hooked call), with a log WARNING once per process.
 
-Report only: nothing is killed and the policy is not changed (see docs/security.md).
+By default report only: nothing is stopped and the policy is not changed.  With
+``--on-bypass stop|kill`` an ``actor`` (bypass_action.py) signals, in the look that reports it,
+a reported process that provably runs in a registered job's container (docs/security.md).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from tgs.intercept import simstate as S
 from tgs.intercept.ofd import F_OFD_GETLK, lock_request, lock_type
 
+from .bypass_action import BypassActor, job_of_segment
 from .devices import Device
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,9 @@ class Unmanaged:
     mem_used: int | None
     gpu_share: float | None
     first_seen: float            # unix time of the first look that saw it unmanaged
+    start: int | None = None     # /proc/<pid>/stat start time: (pid, start) names the process
+    job: str | None = None       # --on-bypass: the job whose container it runs in
+    action: str | None = None    # --on-bypass: "stop", "kill" (or "failed") once taken
 
 
 Lister = Callable[[list[Device]], list[GpuProcess]]
@@ -73,6 +79,7 @@ class _Seen:
     first_seen: float = 0.0
     busy: tuple[float, int] | None = None     # (monotonic t, busy_ns) at the previous look
     share: float | None = None
+    start: int | None = None                  # the process's start time (pid reuse)
 
 
 @dataclass
@@ -90,6 +97,7 @@ class BypassDetector:
     managed: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     last: dict[int, list[Unmanaged]] = field(default_factory=dict)
     looks: int = 0
+    actor: BypassActor | None = None          # --on-bypass stop|kill (default: report only)
 
     def look(self, now: float | None = None) -> dict[int, list[Unmanaged]]:
         """One look: {device index: reported unmanaged processes} (also kept in ``last``)."""
@@ -102,25 +110,28 @@ class BypassDetector:
             log.exception("cannot list the GPU processes")
             procs = []
         segs = seg_files(self.seg_dir)
-        verdicts: dict[int, str] = {}
+        verdicts: dict[int, tuple[str, int | None]] = {}
         out: dict[int, list[Unmanaged]] = {d.index: [] for d in self.devices}
         keep: set[tuple[int, int]] = set()
         alive: set[tuple[int, int]] = set()
         for p in procs:
             if p.pid not in verdicts:
                 verdicts[p.pid] = self._classify(p.pid, segs, alive)
-            if verdicts[p.pid] != "unmanaged":
+            verdict, start = verdicts[p.pid]
+            if verdict != "unmanaged":
                 continue
             key = (p.device, p.pid)
             keep.add(key)
-            s = self.seen.setdefault(key, _Seen(first_seen=wall))
+            s = self.seen.get(key)
+            if s is None or s.start != start:   # a reused pid: a new process, a new grace
+                s = self.seen[key] = _Seen(first_seen=wall, start=start)
             s.streak += 1
             s.share = p.share if p.share is not None else _share(s, now, p.busy_ns)
             if s.streak < GRACE:
                 continue
             comm = read_comm(p.pid, self.proc_root)
             out.setdefault(p.device, []).append(
-                Unmanaged(p.pid, comm, p.mem_used, s.share, round(s.first_seen, 3)))
+                Unmanaged(p.pid, comm, p.mem_used, s.share, round(s.first_seen, 3), start))
             if p.pid not in self.warned:
                 self.warned.add(p.pid)
                 log.warning("GPU %d: process %d (%s) uses the GPU without the TGS shim "
@@ -130,26 +141,30 @@ class BypassDetector:
             del self.seen[key]
         self.warned &= {pid for _, pid in keep}
         self.managed = {k: v for k, v in self.managed.items() if k in alive}
+        if self.actor is not None:            # acts in the look that reports, not later
+            out = self.actor.act(out, {pid: (st, job_of_segment(segs[seg]))
+                                       for (pid, st), seg in self.managed.items()})
         self.last = out
         self.looks += 1
         return out
 
 
-    def _classify(self, pid: int, segs: set[tuple[int, int]],
-                  alive: set[tuple[int, int]]) -> str:
+    def _classify(self, pid: int, segs: Segs,
+                  alive: set[tuple[int, int]]) -> tuple[str, int | None]:
+        """(verdict, the start time it was read with)."""
         root = str(self.proc_root)
         start = start_time(pid, root)
         if start is None:
-            return "unknown"
+            return "unknown", None
         key = (pid, start)
         if self.managed.get(key) in segs:
             alive.add(key)
-            return "managed"
+            return "managed", start
         verdict, seg = _scan(pid, segs, root)
         if seg is not None:
             self.managed[key] = seg
             alive.add(key)
-        return verdict
+        return verdict, start
 
 
 def _share(s: _Seen, now: float, busy: int | None) -> float | None:
@@ -161,9 +176,13 @@ def _share(s: _Seen, now: float, busy: int | None) -> float | None:
 
 
 # ---------------------------------------------------------------- matching (/proc)
-def seg_files(seg_dir: Path) -> set[tuple[int, int]]:
-    """(st_dev, st_ino) of the job segments (``*.seg`` but the device tables ``device-<i>.seg``)."""
-    out: set[tuple[int, int]] = set()
+Segs = dict[tuple[int, int], str]      # (st_dev, st_ino) -> file name
+
+
+def seg_files(seg_dir: Path) -> Segs:
+    """The job segments (``*.seg`` but the device tables ``device-<i>.seg``) by (st_dev,
+    st_ino), with their file names (<job>.seg, a part's <job>@<k>.seg)."""
+    out: Segs = {}
     try:
         entries = list(os.scandir(seg_dir))
     except OSError:
@@ -175,16 +194,16 @@ def seg_files(seg_dir: Path) -> set[tuple[int, int]]:
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
-        out.add((st.st_dev, st.st_ino))
+        out[(st.st_dev, st.st_ino)] = e.name
     return out
 
 
-def classify(pid: int, segs: set[tuple[int, int]], proc_root: Path = Path("/proc")) -> str:
+def classify(pid: int, segs: Segs, proc_root: Path = Path("/proc")) -> str:
     """"managed" (a job segment open), "unmanaged", or "unknown" (cannot be inspected)."""
     return _scan(pid, segs, str(proc_root))[0]
 
 
-def _scan(pid: int, segs: set[tuple[int, int]], root: str) -> tuple[str, tuple[int, int] | None]:
+def _scan(pid: int, segs: Segs, root: str) -> tuple[str, tuple[int, int] | None]:
     """(verdict, the open segment's (st_dev, st_ino) when managed)."""
     fd_dir = f"{root}/{pid}/fd/"
     try:

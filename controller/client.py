@@ -38,6 +38,16 @@ class ControllerUnavailable(Exception):
     """No answer from the controller within the timeout."""
 
 
+class HandshakeFailed(ControllerUnavailable):
+    """A CurveZMQ endpoint took the TCP connection but the handshake failed or never ended:
+    our key is not authorized, or the server key is wrong (the controller is up)."""
+
+
+# what a CURVE client's socket monitor reports (libzmq >= 4.3)
+_WATCH = (zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+          | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
 MUTATING = ("register", "unregister", "set")     # the requests that carry a deadline
 
 
@@ -59,6 +69,8 @@ class Client:
         self.curve = curve                   # CurveZMQ keys for a --listen endpoint (auth.py)
         self._ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None   # CURVE only: tells a refused handshake apart
+        self._seen = 0                             # the monitor's events so far (_WATCH bits)
 
     def _socket(self) -> zmq.Socket:
         if self._sock is None:
@@ -70,8 +82,11 @@ class Client:
             try:
                 if self.curve is not None:
                     self.curve.apply(s)
+                    self._monitor = s.get_monitor_socket(_WATCH)
+                    self._seen = 0
                 s.connect(self.endpoint)
             except zmq.ZMQError as exc:
+                self._close_monitor(s)
                 s.close(0)
                 raise ControllerUnavailable(
                     f"cannot connect to {self.endpoint[:200]!r}: {exc}") from None
@@ -80,8 +95,44 @@ class Client:
 
     def close(self) -> None:
         if self._sock is not None:
+            self._close_monitor(self._sock)
             self._sock.close(0)
             self._sock = None
+
+    def _close_monitor(self, sock: zmq.Socket) -> None:
+        if self._monitor is not None:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self._monitor.close(0)
+            self._monitor = None
+
+    def _handshake(self) -> str | None:
+        """Why a CURVE endpoint did not answer, from the monitor's events: None when no TCP
+        connection was made or the handshake succeeded (then it is only slow)."""
+        mon = self._monitor
+        if mon is None:
+            return None
+        from zmq.utils.monitor import recv_monitor_message
+        while mon.poll(0, zmq.POLLIN):
+            try:
+                self._seen |= int(recv_monitor_message(mon, zmq.NOBLOCK)["event"])
+            except (zmq.ZMQError, ValueError, KeyError):
+                break
+        seen, where = self._seen, self.endpoint[:200]
+        if seen & zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return None
+        if seen & zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            return (f"the controller at {where} refused our CurveZMQ key: not authorized (copy "
+                    "our public .key into its <state dir>/curve/authorized/)")
+        if seen & (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+            return (f"the CurveZMQ handshake with {where} failed: is --server-key that "
+                    "controller's public key?")
+        if seen & zmq.EVENT_CONNECTED:
+            return (f"connected to {where}, but the CurveZMQ handshake did not complete within "
+                    f"{self.timeout} s: a wrong --server-key, or our key is not authorized")
+        return None
 
     def __enter__(self) -> Client:
         return self
@@ -98,7 +149,10 @@ class Client:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                why = self._handshake()
                 self.close()     # drop a late reply with the socket
+                if why is not None:
+                    raise HandshakeFailed(why)
                 raise ControllerUnavailable(
                     f"no reply from the controller at {self.endpoint} within {self.timeout} s")
             frames = sock.recv_multipart()
@@ -125,7 +179,7 @@ class Client:
                  device: int | str | tuple[int | str, ...] | list[int | str] = 0,
                  ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS,
                  lease_uid: int | None = None, mem_total: int = 0,
-                 host_pinned_max: int = 0) -> dict[str, Any]:
+                 host_pinned_max: int = 0, mem_fixed: bool = False) -> dict[str, Any]:
         """Register a job; `device` is one device, or a sequence of them (protocol 1.2
         `devices`: a job over several GPUs)."""
         extra: dict[str, Any] = {} if lease_uid is None else {"lease_uid": lease_uid}
@@ -133,6 +187,8 @@ class Client:
             extra["mem_total"] = mem_total
         if host_pinned_max:
             extra["host_pinned_max"] = host_pinned_max
+        if mem_fixed:
+            extra["mem_fixed"] = True
         if isinstance(device, (tuple, list)):
             extra["devices"] = list(device)
         else:

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from tgs.intercept import segment as iseg
 from tgs.intercept.devseg import DeviceSegment, DevJob
 
+from .disk import DiskGuard
 from .parts import Part, sum_stats
 from .placement import PlacementTracker
 from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
 from .registry import Job, Registry
 from .replies import JobStats, LoopStatus, MetricsEntry
-from .segments import JobSeg, SlotSample
+from .segments import LOCK_EVERY, JobSeg, SlotSample
 
 log = logging.getLogger(__name__)
 U64 = (1 << 64) - 1
@@ -93,11 +94,19 @@ class ControlLoop:
         self.last: float | None = None
         self.steps = 0
         self.overruns = 0
+        self.periods_missed = 0            # periods that had no step (a late step skips them)
+        self._long = False                 # the last step itself took over a period
         self.busy_s = 0.0                  # wall time spent inside step()
         self.cpu_s = 0.0                   # CPU time spent inside step()
         self.dead_seen = 0
         self.bias_changes = 0
         self.placement = PlacementTracker()
+        self.disk: DiskGuard | None = None      # main.py: reserves replenished from here
+
+    def cut_back_grown(self) -> int:
+        """Every job's grown files cut back now (disk.DiskGuard, on a full disk)."""
+        return sum(u.seg.cut_back_grown() for u in self.registry.units()
+                   if isinstance(u.seg, JobSeg))
 
     # ------------------------------------------------------------ server hooks
     def on_change(self) -> None:
@@ -114,18 +123,25 @@ class ControlLoop:
     def status(self) -> LoopStatus:
         return LoopStatus(
             policy=self.policy.name, period_ms=round(self.period * 1000, 3), steps=self.steps,
-            overruns=self.overruns, dead_seen=self.dead_seen,
+            overruns=self.overruns, periods_missed=self.periods_missed, dead_seen=self.dead_seen,
             busy_bias_changes=self.bias_changes,
             loop_ms_avg=round(1000 * self.busy_s / self.steps, 3) if self.steps else 0.0,
             loop_cpu_s=round(self.cpu_s, 3),
             policy_state={str(k): v for k, v in self.policy.notes.items()},
             placement=self.placement.info({d.index: d.uuid for d in self.registry.devices})
-            if self.steps else None)
+            if self.steps else None,
+            tampered_jobs=sum(1 for u in self.registry.units() if isinstance(u.seg, JobSeg)
+                              and (u.seg.tampered or u.seg.grown)),
+            disk_full_writes=self.disk.full_writes if self.disk else None,
+            disk_reserve_held=all(r.held for r in self.disk.reserves) if self.disk else None)
 
     # ------------------------------------------------------------ the period
     def step(self, now: float) -> list[MetricsEntry]:
         t0, c0 = time.perf_counter(), time.process_time()
         dt = self.period if self.last is None else max(1e-3, now - self.last)
+        # honest figures whatever held the step back (requests, a stall): steps plus
+        # periods_missed follow the clock, and a late step is an overrun
+        missed = max(0, round(dt / self.period) - 1) if self.last is not None else 0
         self.last = now
         # a multi-device job is controlled per part (registry.Part: a job of its own per device)
         jobs = [j for j in self.registry.units() if isinstance(j.seg, JobSeg)]
@@ -154,18 +170,25 @@ class ControlLoop:
                 whole.stats = sum_stats([p.stats for p in whole.parts])
         self._publish_devices()
         self._lifecycle(jobs, signals)
+        if self.disk is not None:
+            self.disk.replenish()
         self.steps += 1
         spent = time.perf_counter() - t0
         self.busy_s += spent
         self.cpu_s += time.process_time() - c0
-        if spent > self.period:
+        # a long step makes the next one late: that is one overrun, not two
+        if spent > self.period or (missed and not self._long):
             self.overruns += 1
+        self._long = spent > self.period
+        self.periods_missed += missed
         return metrics
 
     def _read(self, job: Job | Part, dt: float) -> list[SlotSample]:
         seg = job.seg
         assert isinstance(seg, JobSeg)
         try:
+            if self.steps % LOCK_EVERY == 0:
+                seg.cut_back_grown()        # disk.py: a tenant filling the disk
             live, dead = seg.scan(self.steps)
         except Exception as exc:            # a tenant's file must never stop the loop
             log.error("job %s: cannot read its segment: %s", job.rec.name, exc)
@@ -319,6 +342,8 @@ class ControlLoop:
             processes=sig.nproc,
             mem_used=min(iseg.QUOTA_UNLIMITED, sum(s.mem_used for s in live)),
             segment_damaged=seg.damaged if isinstance(seg, JobSeg) else None,
+            segment_tampered=(seg.tampered or seg.grown) if isinstance(seg, JobSeg) else None,
+            segment_lies=seg.lies_seen if isinstance(seg, JobSeg) else None,
             work_rate=round(sig.work_rate, 1), launch_rate=round(sig.launch_rate, 1),
             block_rate=round(sig.block_rate, 1),
             throttled_frac=round(sig.throttled_frac, 4), inflight=sig.inflight,

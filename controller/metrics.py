@@ -11,7 +11,7 @@ reads a reference, never the registry or the segments).  It also adds "gpus"
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from .bypass import LOOK_EVERY, BypassDetector, Unmanaged
 from .gpustats import GpuSample, GpuSampler
 from .registry import Registry
-from .replies import GpuInfo, LoopStatus, MetricsEntry, UnmanagedInfo
+from .replies import GpuInfo, LoopStatus, MetricsEntry, ServerStatus, UnmanagedInfo
 from .server import Engine
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ class Snapshot:
     gpus: list[tuple[GpuSample, str, int]] = field(default_factory=list)   # sample, uuid, jobs' mem
     loop: dict[str, Any] = field(default_factory=dict)
     unmanaged: dict[int, list[Unmanaged]] = field(default_factory=dict)   # GPU -> bypassing
+    acted: dict[int, int] | None = None       # --on-bypass stop|kill: GPU -> signals sent
 
 
 class MetricsTap:
@@ -58,6 +59,8 @@ class MetricsTap:
         self.totals: dict[str, JobTotals] = {}
         self.snapshot = Snapshot()
         self.metrics_url: str | None = None      # set by MetricsServer
+        # the request server's counters (main.py); read at a scrape: plain numbers
+        self.server_status: Callable[[], ServerStatus] | None = None
         self._last: float | None = None
         self._last_gpu = float("-inf")
 
@@ -73,9 +76,12 @@ class MetricsTap:
 
     def status(self) -> LoopStatus:
         un = self.snapshot.unmanaged
+        acted = self.snapshot.acted
         gpus = [GpuInfo(s.index, uuid, s.utilization, s.mem_used, s.mem_total, mem,
-                        [UnmanagedInfo(u.pid, u.comm, u.mem_used, u.gpu_share, u.first_seen)
-                         for u in un.get(s.index, [])])
+                        [UnmanagedInfo(u.pid, u.comm, u.mem_used, u.gpu_share, u.first_seen,
+                                       u.job, u.action)
+                         for u in un.get(s.index, [])],
+                        None if acted is None else acted.get(s.index, 0))
                 for s, uuid, mem in self.snapshot.gpus]
         return replace(self.loop.status(), gpus=gpus, metrics_url=self.metrics_url)
 
@@ -119,8 +125,10 @@ class MetricsTap:
                 for s in self.sampler.last]
         totals = {k: JobTotals(v.throttled_s, v.work_units, v.launches, v.blocks)
                   for k, v in self.totals.items()}
+        actor = self.bypass.actor if self.bypass is not None else None
         self.snapshot = Snapshot(jobs, totals, gpus, self.loop.status().to_dict(),
-                                 dict(self.bypass.last) if self.bypass is not None else {})
+                                 dict(self.bypass.last) if self.bypass is not None else {},
+                                 dict(actor.counts) if actor is not None else None)
 
 
 class TgsCollector(Collector):
@@ -141,7 +149,10 @@ class TgsCollector(Collector):
              "Work-unit token rate granted to the job (absent: unlimited)."),
             ("work_rate_work_units_per_second", "Work units launched per second, last period."),
             ("processes", "Live processes attached to the job."),
-            ("weight", "The job's weight among opportunistic jobs."))}
+            ("weight", "The job's weight among opportunistic jobs."),
+            ("segment_damaged", "1 while the job's .seg cannot be read (figures unknown)."),
+            ("segment_tampered", "1 while the job's files contradict their slot locks or grew "
+             "past their size (docs/security.md)."))}
         c = {k: CounterMetricFamily(f"tgs_job_{k}", d, labels=jl) for k, d in (
             ("throttled_seconds", "Time the job's processes waited for tokens."),
             ("work_units", "Work units (GPU threads) the job launched."),
@@ -157,6 +168,8 @@ class TgsCollector(Collector):
             g["work_rate_work_units_per_second"].add_metric(lv, j.get("work_rate", 0.0) or 0.0)
             g["processes"].add_metric(lv, j.get("processes", 0) or 0)
             g["weight"].add_metric(lv, j["weight"])
+            g["segment_damaged"].add_metric(lv, 1 if j.get("segment_damaged") else 0)
+            g["segment_tampered"].add_metric(lv, 1 if j.get("segment_tampered") else 0)
             tot = snap.totals.get(j["name"], JobTotals())
             c["throttled_seconds"].add_metric(lv, tot.throttled_s)
             c["work_units"].add_metric(lv, tot.work_units)
@@ -185,6 +198,15 @@ class TgsCollector(Collector):
             for s, uuid, _ in snap.gpus:
                 un.add_metric([str(s.index), uuid], len(snap.unmanaged.get(s.index, [])))
             yield un
+        actor = self.tap.bypass.actor if self.tap.bypass is not None else None
+        if actor is not None and snap.acted is not None:
+            acts = CounterMetricFamily("tgs_gpu_bypass_actions",
+                                       "Signals sent (--on-bypass) to processes of a job's "
+                                       "container that use the GPU without the shim.",
+                                       labels=[*gl, "action"])
+            for s, uuid, _ in snap.gpus:
+                acts.add_metric([str(s.index), uuid, actor.mode], snap.acted.get(s.index, 0))
+            yield acts
         lp = snap.loop
         yield from _placement(lp.get("placement") or [])
         yield GaugeMetricFamily("tgs_controller_period_seconds", "Control period.",
@@ -193,10 +215,30 @@ class TgsCollector(Collector):
                                   value=lp.get("steps", 0))
         yield CounterMetricFamily("tgs_controller_overruns", "Periods that ran over.",
                                   value=lp.get("overruns", 0))
+        yield CounterMetricFamily("tgs_controller_periods_missed",
+                                  "Control periods with no step (a late step skips them).",
+                                  value=lp.get("periods_missed", 0))
+        yield from _server(self.tap.server_status)
         yield CounterMetricFamily("tgs_controller_dead_processes",
                                   "Periods in which a job's process was seen dead (its slot "
                                   "is reclaimed by the job's next process).",
                                   value=lp.get("dead_seen", 0))
+
+
+def _server(get: Callable[[], ServerStatus] | None) -> Iterator[Metric]:
+    """What floods cost the request server (server.py, listen.py)."""
+    if get is None:
+        return
+    st = get()
+    yield CounterMetricFamily("tgs_controller_replies_dropped",
+                              "Replies not delivered (the client was gone or did not read).",
+                              value=st.replies_dropped)
+    yield GaugeMetricFamily("tgs_controller_open_fds", "Descriptors the controller has open.",
+                            value=st.fds_open)
+    if st.listen_pauses is not None:
+        yield CounterMetricFamily("tgs_controller_listen_pauses",
+                                  "Times the --listen endpoints were unbound, descriptors "
+                                  "near the limit.", value=st.listen_pauses)
 
 
 def _placement(gpus: list[dict[str, Any]]) -> Iterator[Metric]:

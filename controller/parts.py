@@ -46,6 +46,8 @@ def sum_stats(parts: list[JobStats | None]) -> JobStats | None:
     return JobStats(
         processes=sum(s.processes for s in known), mem_used=sum(s.mem_used for s in known),
         segment_damaged=next((s.segment_damaged for s in known if s.segment_damaged), None),
+        segment_tampered=next((s.segment_tampered for s in known if s.segment_tampered), None),
+        segment_lies=total("segment_lies"),  # type: ignore[arg-type]
         work_rate=round(sum(s.work_rate for s in known), 1),
         launch_rate=round(sum(s.launch_rate for s in known), 1),
         throttled_frac=max(s.throttled_frac for s in known),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 CONTROL_SOCK = "control.sock"
 METRICS_SOCK = "metrics.sock"
+FRONT_SOCK = "front.sock"   # the --listen process's relay (listen.py)
 IPC_PATH_MAX = 107          # sun_path is 108 bytes with the NUL
 
 

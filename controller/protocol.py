@@ -19,7 +19,8 @@ from tgs.intercept.control import MAX_SLOTS, NAME_MAX, UUID_MAX
 from .replies import Reply  # the reply objects (typed, one per docs/protocol.md table)
 
 PROTOCOL_VERSION = 1           # "v" of every message: the major version
-PROTOCOL_MINOR = 2             # 1.1: deadline_ms, expired, lease_uid, when_idle; 1.2: devices
+PROTOCOL_MINOR = 3             # 1.1: deadline_ms, expired, lease_uid, when_idle; 1.2: devices;
+#                                1.3: mem_fixed (opportunistic memory evictable by default)
 MAX_DEVICES = 16               # devices of one job (register "devices")
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
 MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
@@ -77,6 +78,7 @@ class Register:
     host_pinned_max: int = 0              # page-locked host bytes the job may hold; 0 = no limit
     deadline_ms: int | None = None
     devices: tuple[int | str, ...] | None = None   # 1.2: several devices (indices or UUIDs)
+    mem_fixed: bool = False               # 1.3: opportunistic memory not evictable
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class Set:
     mem_total: int | None = None          # oversubscription (0 = off); None = no change
     host_pinned_max: int | None = None    # page-locked host bytes (0 = no limit); None = same
     deadline_ms: int | None = None
+    mem_fixed: bool | None = None         # 1.3; None = no change
 
 
 @dataclass(frozen=True)
@@ -278,15 +281,16 @@ def _parse_register(f: _Fields) -> Register:
                          if f.has("host_pinned_max") else 0),
         deadline_ms=_deadline(f),
         devices=devices,
+        mem_fixed=f.boolean("mem_fixed") if f.has("mem_fixed") else False,
     )
 
 
 def _parse_set(f: _Fields) -> Set:
     name = _name(f)
     if not any(f.has(k) for k in ("mem_quota", "priority", "weight", "mem_total",
-                                  "host_pinned_max")):
-        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority, weight, mem_total "
-                            "or host_pinned_max", f.req_id)
+                                  "host_pinned_max", "mem_fixed")):
+        raise ProtocolError(E_BAD_REQUEST, "set needs mem_quota, priority, weight, mem_total, "
+                            "host_pinned_max or mem_fixed", f.req_id)
     unlimited = f.has("mem_quota") and f.obj["mem_quota"] is None
     return Set(
         id=f.req_id,
@@ -298,6 +302,7 @@ def _parse_set(f: _Fields) -> Set:
         mem_total=f.integer("mem_total", 0, MAX_QUOTA) if f.has("mem_total") else None,
         host_pinned_max=(f.integer("host_pinned_max", 0, MAX_QUOTA)
                          if f.has("host_pinned_max") else None),
+        mem_fixed=f.boolean("mem_fixed") if f.has("mem_fixed") else None,
         deadline_ms=_deadline(f),
     )
 
@@ -372,6 +377,8 @@ def request_to_dict(req: Request) -> dict[str, Any]:
             out["mem_total"] = req.mem_total
         if req.host_pinned_max:
             out["host_pinned_max"] = req.host_pinned_max
+        if req.mem_fixed:
+            out["mem_fixed"] = True
     elif isinstance(req, Unregister):
         out["name"] = req.name
         if req.when_idle:
@@ -388,4 +395,6 @@ def request_to_dict(req: Request) -> dict[str, Any]:
             out["mem_total"] = req.mem_total
         if req.host_pinned_max is not None:
             out["host_pinned_max"] = req.host_pinned_max
+        if req.mem_fixed is not None:
+            out["mem_fixed"] = req.mem_fixed
     return out

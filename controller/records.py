@@ -106,6 +106,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "device_index": _int(0, 63),
     "device_uuid": _match(P.UUID_RE, "a device UUID"),
     "ephemeral": _bool,
+    "mem_fixed": _bool,
     "nslots": _int(1, P.MAX_SLOTS),
     "segment": _path,
     "created": _time,
@@ -196,3 +197,18 @@ def part_suffix(k: int) -> str:
 
 def part_name(name: str, k: int) -> str:
     return name + part_suffix(k)
+
+
+def evictable(rec: JobRecord) -> bool:
+    """Whether a job's device allocations are managed memory that production can evict: every
+    opportunistic job's, unless it asked for fixed memory (docs/oversubscription.md, "The
+    default")."""
+    return rec.priority == "opportunistic" and not rec.mem_fixed
+
+
+def mem_total_of(rec: JobRecord, device_mem: int) -> int:
+    """The .ctl's mem_total (what the job may hold in all; 0 = not oversubscribed): the job's
+    own figure, or for an evictable job without one its quota, or the device's memory."""
+    if rec.mem_total or not evictable(rec):
+        return rec.mem_total
+    return rec.mem_quota if rec.mem_quota is not None else device_mem

@@ -2,7 +2,9 @@
 
 Every change is saved (state.StateStore) before the caller replies; a change
 that cannot be saved or whose segment cannot be written is undone and
-reported as an `internal` error, leaving the registry as it was.
+reported as an `internal` error, leaving the registry as it was.  The server
+groups a batch of requests (commit.GroupCommit): one save for all of them,
+before any of their replies.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from tgs.intercept.sizes import format_size
+
 from . import protocol as P
+from .commit import GroupCommit
 from .devices import Device, cuda_uuid, find
 from .lease import Lease, LeaseError
 from .parts import JobSegmentHandle, Part
-from .records import RecordError, check_record, part_name, part_suffix
+from .records import RecordError, check_record, evictable, part_name, part_suffix
 from .replies import JobInfo, JobStats, PartInfo
 from .state import ControllerState, JobRecord, StateStore
 
@@ -50,7 +55,7 @@ class Job:
                       self.stats)]
         return JobInfo(r.name, r.priority, r.weight, r.mem_quota, r.device_index, r.device_uuid,
                        r.ephemeral, r.nslots, r.segment, r.state, r.created, r.mem_total,
-                       r.host_pinned_max, devices, self.stats)
+                       r.host_pinned_max, r.mem_fixed, evictable(r), devices, self.stats)
 
 
 class Registry:
@@ -62,6 +67,7 @@ class Registry:
         self.factory = factory
         self.launch_env = dict(launch_env or {})   # LD_PRELOAD etc., common to all jobs
         self.jobs: dict[str, Job] = {}
+        self.group = GroupCommit(lambda: self.save())
 
     # ------------------------------------------------------------ persistence
     def load(self) -> None:
@@ -174,29 +180,29 @@ class Registry:
 
     def _check_commit(self, cand: JobRecord, req_id: str) -> None:
         """Production quotas on one device may not add up to more than its memory;
-        production jobs never oversubscribe (their memory is never evicted)."""
+        production jobs never oversubscribe (their memory is never evicted).  A production
+        job without a quota reserves nothing: it may use whatever opportunistic jobs hold
+        (theirs is evictable) but is promised nothing against other production jobs."""
         if cand.priority != "production":
             return
         if cand.mem_total:
             raise P.ProtocolError(P.E_BAD_REQUEST, "--mem-total (oversubscription) is for "
                                   "opportunistic jobs only; production memory stays on the GPU",
                                   req_id)
+        if cand.mem_quota is None:
+            return
         for index in self.job_devices(cand):        # the quota is per device: each must fit
             dev = find(self.devices, index)
             total = dev.mem_total if dev else 0
-            used = 0
-            for j in self.jobs.values():
-                r = j.rec
-                if r.name != cand.name and r.priority == "production" \
-                        and index in self.job_devices(r):
-                    used += r.mem_quota if r.mem_quota is not None else total
-            want = cand.mem_quota if cand.mem_quota is not None else total
-            if used + want > total:
+            used = sum(j.rec.mem_quota or 0 for j in self.jobs.values()
+                       if j.rec.name != cand.name and j.rec.priority == "production"
+                       and index in self.job_devices(j.rec))
+            if used + cand.mem_quota > total:
                 raise P.ProtocolError(
                     P.E_OVERCOMMIT,
-                    f"production quotas on device {index} would total {used + want} bytes, "
-                    f"more than its {total} (an unlimited quota counts as the whole device)",
-                    req_id)
+                    f"production quotas on device {index} would total "
+                    f"{format_size(used + cand.mem_quota)} ({format_size(used)} reserved by "
+                    f"other production jobs), more than its {format_size(total)}", req_id)
 
     def _get(self, name: str, req_id: str) -> Job:
         job = self.jobs.get(name)
@@ -218,7 +224,8 @@ class Registry:
             nslots=req.nslots, segment=str(self.seg_dir / f"{seg_name}.seg"),
             created=time.time(),
             lease=str(self.seg_dir / f"{req.name}.lease") if req.lease_uid is not None else "",
-            mem_total=req.mem_total, host_pinned_max=req.host_pinned_max, devices=multi)
+            mem_total=req.mem_total, host_pinned_max=req.host_pinned_max, devices=multi,
+            mem_fixed=req.mem_fixed)
         self._check_commit(rec, req.id)
         lease = None
         if req.lease_uid is not None:
@@ -247,18 +254,18 @@ class Registry:
             raise P.ProtocolError(P.E_INTERNAL, f"cannot create segment: {exc}", req.id) from exc
         job = Job(rec, seg, lease=lease, parts=parts)
         self.jobs[rec.name] = job
-        try:
-            self.save()
-        except Exception as exc:
+
+        def undo() -> None:
             del self.jobs[rec.name]
             for unit in job.units():
                 if unit.seg is not None:
                     unit.seg.close()
             self._remove_quietly(job)
-            raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
-        log.info("registered %s (%s, weight %d, device%s %s%s)", rec.name, rec.priority,
-                 rec.weight, "s" if parts else "", ",".join(map(str, self.job_devices(rec))),
-                 ", leased" if lease else "")
+
+        self.group.change(rec.name, req.id, undo, lambda: log.info(
+            "registered %s (%s, weight %d, device%s %s%s)", rec.name, rec.priority, rec.weight,
+            "s" if parts else "", ",".join(map(str, self.job_devices(rec))),
+            ", leased" if lease else ""))
         return job
 
     def _job_devices(self, req: P.Register) -> list[Device]:
@@ -293,16 +300,18 @@ class Registry:
 
     def _drop(self, job: Job, req_id: str | None) -> None:
         del self.jobs[job.rec.name]
-        try:
-            self.save()
-        except Exception as exc:
+
+        def undo() -> None:
             self.jobs[job.rec.name] = job
-            raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req_id) from exc
-        for unit in job.units():
-            if unit.seg is not None:
-                unit.seg.close()
-        self._remove_quietly(job)
-        log.info("unregistered %s", job.rec.name)
+
+        def after() -> None:              # its files go only once the state no longer has it
+            for unit in job.units():
+                if unit.seg is not None:
+                    unit.seg.close()
+            self._remove_quietly(job)
+            log.info("unregistered %s", job.rec.name)
+
+        self.group.change(job.rec.name, req_id, undo, after)
 
     def remove_done(self, job: Job) -> None:
         """An ephemeral job whose processes are all gone."""
@@ -334,25 +343,32 @@ class Registry:
             weight=req.weight if req.weight is not None else old.weight,
             mem_total=req.mem_total if req.mem_total is not None else old.mem_total,
             host_pinned_max=(req.host_pinned_max if req.host_pinned_max is not None
-                             else old.host_pinned_max))
+                             else old.host_pinned_max),
+            mem_fixed=req.mem_fixed if req.mem_fixed is not None else old.mem_fixed)
         self._check_commit(new, req.id)
         job.rec = new
-        try:
-            self.save()
-        except Exception as exc:
+
+        def undo() -> None:
             job.rec = old
-            raise P.ProtocolError(P.E_INTERNAL, f"cannot save state: {exc}", req.id) from exc
+            self._apply_rec(job)
+
+        self.group.change(req.name, req.id, undo)
+        self._apply_rec(job)
+        return job
+
+    def _apply_rec(self, job: Job) -> None:
+        """A job's record onto its parts and its segments' identity."""
+        new = job.rec
         for part in job.parts:
             part.rec = replace(part.rec, mem_quota=new.mem_quota, priority=new.priority,
                                weight=new.weight, mem_total=new.mem_total,
-                               host_pinned_max=new.host_pinned_max)
+                               host_pinned_max=new.host_pinned_max, mem_fixed=new.mem_fixed)
         for unit in job.units():
             if unit.seg is not None:
                 try:
                     unit.seg.apply_identity(unit.rec)
                 except Exception as exc:       # saved: the loop re-applies next period
                     log.error("job %s: cannot write its segment: %s", unit.rec.name, exc)
-        return job
 
     def set_state(self, job: Job, state: str, save: bool = True) -> bool:
         """Record a job's lifecycle state; True if it changed."""

@@ -76,8 +76,11 @@ class JobStats(Reply):
     throttled_s_total: float | None = None
     block_rate: float | None = None    # thread blocks launched per second (TGS's unit)
     blocks_total: int | None = None
+    # slots whose lock is held while the tenant's state word says free (counted live)
+    segment_tampered: str | None = None
+    segment_lies: int | None = None    # such slots found since the controller opened the job
     OPTIONAL = frozenset({"work_total", "launches_total", "throttled_s_total", "block_rate",
-                          "blocks_total"})
+                          "blocks_total", "segment_tampered", "segment_lies"})
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class JobInfo(Reply):
     created: float
     mem_total: int = 0
     host_pinned_max: int = 0
+    mem_fixed: bool = False            # 1.3: the job asked for fixed (not evictable) memory
+    mem_evictable: bool = False        # 1.3: its device allocations are managed (evictable)
     devices: list[PartInfo] = field(default_factory=list)   # one per device, in order (1.2)
     stats: JobStats | None = None
     FLATTEN = frozenset({"stats"})
@@ -142,6 +147,9 @@ class UnmanagedInfo(Reply):
     mem_used: int | None               # bytes the GPU reports for it
     gpu_share: float | None            # 0-1 of the GPU's time, when the GPU reports it
     first_seen: float                  # unix time it was first seen without the shim
+    job: str | None = None             # --on-bypass stop|kill: the job whose container it is in
+    action: str | None = None          # --on-bypass: "stop", "kill" or "failed", once taken
+    OPTIONAL = frozenset({"job", "action"})
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,8 @@ class GpuInfo(Reply):
     mem_total: int
     jobs_mem_used: int
     unmanaged: list[UnmanagedInfo] = field(default_factory=list)
+    bypass_actions: int | None = None  # --on-bypass stop|kill: signals sent since the start
+    OPTIONAL = frozenset({"bypass_actions"})
 
 
 @dataclass(frozen=True)
@@ -186,7 +196,27 @@ class LoopStatus(Reply):
     gpus: list[GpuInfo] | None = None          # the metrics tap's, with --metrics-port
     metrics_url: str | None = None
     placement: list[PlacementInfo] | None = None   # per GPU, once the loop has run
-    OPTIONAL = frozenset({"gpus", "metrics_url", "placement"})
+    periods_missed: int = 0                    # periods with no step (a late step skips them)
+    # jobs whose files contradict their locks or grew past their size (segment_tampered)
+    tampered_jobs: int | None = None
+    disk_full_writes: int | None = None        # controller writes that met a full disk
+    disk_reserve_held: bool | None = None      # every reserve of disk.py in place
+    OPTIONAL = frozenset({"gpus", "metrics_url", "placement", "tampered_jobs",
+                          "disk_full_writes", "disk_reserve_held"})
+
+
+@dataclass(frozen=True)
+class ServerStatus(Reply):
+    """The request server's part of status (server.py, fdguard.py): what floods cost."""
+
+    replies_dropped: int               # not delivered: the client was gone or did not read
+    request_budget_exhausted: int      # periods whose share for requests ran out (rest waited)
+    fds_open: int                      # descriptors open now (-1: unknown)
+    fds_limit: int                     # the soft RLIMIT_NOFILE (raised to the hard one at start)
+    listen_paused: bool | None = None  # with --listen: unbound now, descriptors near the limit
+    listen_pauses: int | None = None   # with --listen: times they were unbound so
+    listen_restarts: int | None = None  # with --listen: its process started again after a death
+    OPTIONAL = frozenset({"listen_paused", "listen_pauses", "listen_restarts"})
 
 
 @dataclass(frozen=True)
@@ -225,7 +255,8 @@ class StatusReply(Reply):
     request_errors: int
     daemon: DaemonInfo
     loop: LoopStatus
-    FLATTEN = frozenset({"daemon", "loop"})
+    server: ServerStatus
+    FLATTEN = frozenset({"daemon", "loop", "server"})
 
 
 @dataclass(frozen=True)
@@ -257,7 +288,7 @@ _FLATTENED: dict[str, dict[str, type[Reply]]] = {
     "JobInfo": {"stats": JobStats},
     "PartInfo": {"stats": JobStats},
     "MetricsEntry": {"stats": JobStats},
-    "StatusReply": {"daemon": DaemonInfo, "loop": LoopStatus},
+    "StatusReply": {"daemon": DaemonInfo, "loop": LoopStatus, "server": ServerStatus},
 }
 REPLIES: dict[str, type[Reply]] = {
     "register": RegisterReply, "unregister": UnregisterReply, "set": SetReply,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tgs.intercept.tenant import (
     LANE_FIELDS,
     LANES,
     PLAUSIBLE_BYTES,
+    PUB_SIZE,
     SLOT_ACTIVE,
     SLOT_SIZE,
     SLOT_STATE,
@@ -36,6 +38,8 @@ from tgs.intercept.tenant import (
     read_pub,
 )
 
+from . import disk
+from .records import mem_total_of
 from .state import JobRecord
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,7 @@ LOCK_EVERY = 4     # check each slot's lock every 4th period: dead within 4 peri
 PRIORITY = {"production": iseg.PRIORITY_PRODUCTION, "opportunistic": iseg.PRIORITY_OPPORTUNISTIC}
 GATE_DEFAULT = {"production": iseg.GATE_PUBLISH, "opportunistic": iseg.GATE_WAIT}
 DEFAULT_WAIT_US = 50_000
+GROWN_SHOWN_S = 10.0   # a cut-back file stays flagged this long after the last growth
 
 
 @dataclass
@@ -95,21 +100,32 @@ class SlotSample:
 class JobSeg:
     """One job: its .ctl mapped (ours), its .seg and .pub read with pread (the tenant's)."""
 
-    def __init__(self, ctl: ictl.ControlSegment, reader: SegReader, pub_fd: int) -> None:
+    def __init__(self, ctl: ictl.ControlSegment, reader: SegReader, pub_fd: int,
+                 pub_file: Path | None = None, device_mem: int = 0) -> None:
         self.ctl = ctl
         self.reader = reader
         self.pub_fd = pub_fd
+        self.pub_file = pub_file
+        self.grown: str | None = None           # a file held more than its size: cut back
+        self.device_mem = device_mem            # the job's device's memory (mem_total_of)
+        self._grown_at = 0.0
         self.nslots = ctl.nslots
         self.name = ctl.job_name
         self.generation = ctl.created_ns
         self.damaged: str | None = None
+        # a slot whose lock is held while its state word says FREE: live all the same (the
+        # lock is the kernel's word, the state the tenant's); seen twice running, it is a lie
+        self.tampered: str | None = None
+        self.lies_seen = 0                      # slots found lying, since the job was opened
+        self._suspects: set[int] = set()
+        self._lying: set[int] = set()
         self._retired: tuple[int, int, int, int] = (0, 0, 0, 0)
         self._known: dict[int, int] = {}        # slot -> generation seen live
 
     def apply_identity(self, rec: JobRecord) -> None:
         self.ctl.set_quota(iseg.QUOTA_UNLIMITED if rec.mem_quota is None else rec.mem_quota)
         self.ctl.set_priority(PRIORITY[rec.priority], rec.weight)
-        self.ctl.set_mem_total(rec.mem_total)
+        self.ctl.set_mem_total(mem_total_of(rec, self.device_mem))
         self.ctl.set_host_pinned_max(rec.host_pinned_max)
 
     def close(self) -> None:
@@ -129,8 +145,11 @@ class JobSeg:
 
         One pread of the whole .seg (identity checked against our .ctl); one struct unpack per
         ACTIVE slot; slot locks are tested (F_OFD_GETLK) for a rotating quarter of the slots
-        each call (tick), and always for a slot not seen live before.  A damaged read sets
-        ``damaged`` (the reason) and yields no samples."""
+        each call (tick), and always for a slot not seen live before.  A slot not marked ACTIVE
+        is tested in the same rotation (and every call once found held): a held lock makes it
+        live whatever its state word says, and sets ``tampered`` when seen twice running (a
+        claim or a release holds the lock over a FREE word for microseconds only).  A damaged
+        read sets ``damaged`` (the reason) and yields no samples."""
         buf, why = self.reader.fetch()
         if why:
             if why != self.damaged:
@@ -145,13 +164,17 @@ class JobSeg:
         dead = False
         known, nxt = self._known, {}
         ctl_mm, locked = self.ctl.mm, self.reader.locked
+        suspects, held_free = self._suspects, set()
         for i in range(self.nslots):
             off = HEADER_SIZE + i * SLOT_SIZE
             if SLOT_STATE.unpack_from(buf, off)[0] != SLOT_ACTIVE:
-                continue
+                if not ((i in suspects or (i + tick) % LOCK_EVERY == 0) and locked(i)):
+                    continue
+                held_free.add(i)
             w = _SLOT.unpack_from(buf, off)
             gen = w[I_GEN]
-            if (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0) and not locked(i):
+            if (i not in held_free and (known.get(i) != gen or (i + tick) % LOCK_EVERY == 0)
+                    and not locked(i)):
                 dead = True
                 continue
             nxt[i] = gen
@@ -167,7 +190,48 @@ class JobSeg:
                                   else PLAUSIBLE_BYTES, w[I_INFLIGHT], 1 if w[I_DEVACT] else 0,
                                   rate, burst, cap, sum(lanes[3::_NL])))
         self._known = nxt
+        self._note_lies(held_free)
         return out, dead
+
+    def _note_lies(self, held_free: set[int]) -> None:
+        lying = held_free & self._suspects
+        self._suspects = held_free
+        self.lies_seen += len(lying - self._lying)
+        self._lying = lying
+        if lying:
+            why = (f"slot{'s' if len(lying) > 1 else ''} {','.join(map(str, sorted(lying)))} "
+                   "held by a live process but marked free")
+            if self.tampered is None:
+                log.warning("job %s: segment tampered: %s (counted as live)", self.name, why)
+            self.tampered = why
+        elif self.tampered is not None and not held_free:
+            log.info("job %s: its slots' state words agree with their locks again", self.name)
+            self.tampered = None
+
+    def cut_back_grown(self) -> int:
+        """Cut the tenant's files back to their sizes (disk.py); the bytes freed."""
+        freed, what = 0, []
+        files = [(self.reader.fd, self.reader.path, self.reader.size, ".seg")]
+        if self.pub_fd >= 0 and self.pub_file is not None:
+            files.append((self.pub_fd, self.pub_file, PUB_SIZE, ".pub"))
+        for fd, path, size, kind in files:
+            try:
+                n = disk.cut_back(fd, path, size)
+            except OSError as exc:
+                log.warning("job %s: cannot cut its grown %s back: %s", self.name, kind, exc)
+                continue
+            if n:
+                freed += n
+                what.append(f"{kind} held {n} bytes past its size")
+        now = time.monotonic()
+        if what:
+            why = "; ".join(what) + ": cut back"
+            if self.grown is None:
+                log.warning("job %s: segment tampered: %s", self.name, why)
+            self.grown, self._grown_at = why, now
+        elif self.grown is not None and now - self._grown_at > GROWN_SHOWN_S:
+            self.grown = None
+        return freed
 
     def read_pub(self) -> PubRead | None:
         return read_pub(self.pub_fd, self.name) if self.pub_fd >= 0 else None
@@ -190,10 +254,19 @@ def _open_pub(rec: JobRecord) -> int:
 class SegmentFactory:
     """Creates/opens/removes a job's files in the segment directory."""
 
-    def __init__(self, seg_dir: Path) -> None:
+    def __init__(self, seg_dir: Path, guard: disk.DiskGuard | None = None,
+                 device_mem: dict[int, int] | None = None) -> None:
         self.dir = Path(seg_dir)
+        self.guard = guard
+        self.device_mem = device_mem or {}     # device index -> bytes (mem_total_of)
 
     def create(self, rec: JobRecord) -> JobSeg:
+        if self.guard is not None:
+            return self.guard.write(f"creating the files of job {rec.name}",
+                                    lambda: self._create(rec))
+        return self._create(rec)
+
+    def _create(self, rec: JobRecord) -> JobSeg:
         self.dir.mkdir(parents=True, exist_ok=True)
         seg = iseg.create(
             rec.segment, rec.name, device_index=rec.device_index, device_uuid=rec.device_uuid,
@@ -201,7 +274,7 @@ class SegmentFactory:
             priority=PRIORITY[rec.priority], weight=rec.weight, nslots=rec.nslots,
             gate_flags=GATE_DEFAULT[rec.priority],
             gate_max_wait_us=DEFAULT_WAIT_US if rec.priority == "opportunistic" else 0)
-        seg.set_mem_total(rec.mem_total)
+        seg.set_mem_total(mem_total_of(rec, self.device_mem.get(rec.device_index, 0)))
         seg.set_host_pinned_max(rec.host_pinned_max)
         seg.close()
         return self.open(rec)
@@ -215,7 +288,8 @@ class SegmentFactory:
         except BaseException:
             ctl.close()
             raise
-        return JobSeg(ctl, reader, _open_pub(rec))
+        return JobSeg(ctl, reader, _open_pub(rec), pub_path(rec.segment, rec.name),
+                      self.device_mem.get(rec.device_index, 0))
 
     def remove(self, rec: JobRecord) -> None:
         for p in (Path(rec.segment), ictl.ctl_path(rec.segment), pub_path(rec.segment, rec.name)):

@@ -16,6 +16,8 @@ from typing import Any
 
 from tgs.intercept.atomic_file import write_atomically
 
+from .disk import DiskGuard
+
 STATE_VERSION = 1
 STATE_FILE = "controller.json"
 REJECTED_FILE = "controller.rejected.json"
@@ -39,6 +41,9 @@ class JobRecord:
     lease: str = ""                  # tgs-run's lease file ("" : none), see registry.py
     mem_total: int = 0               # oversubscription (docs/oversubscription.md); 0 = off
     host_pinned_max: int = 0         # page-locked host bytes the job may hold; 0 = no limit
+    # an opportunistic job's device memory is evictable (managed) unless this is set
+    # (docs/oversubscription.md "The default"); production memory never is
+    mem_fixed: bool = False
     # a job over several GPUs (protocol 1.2): their UUIDs in the job's order, one part each
     # (<name>@<k>.seg ...); empty for a single-device job (device_uuid, <name>.seg)
     devices: list[str] = field(default_factory=list)
@@ -65,9 +70,10 @@ def default_state_dir() -> Path:
 
 
 class StateStore:
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, guard: DiskGuard | None = None) -> None:
         self.dir = Path(state_dir)
         self.path = self.dir / STATE_FILE
+        self.guard = guard                 # disk.py: a full disk gets one more try
 
     def ensure_dir(self) -> None:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -106,4 +112,8 @@ class StateStore:
         self.ensure_dir()
         data = json.dumps({"version": STATE_VERSION, "jobs": [asdict(j) for j in state.jobs]},
                           indent=1, sort_keys=True).encode()
-        write_atomically(self.path, data, mode=0o600)
+        if self.guard is not None:
+            self.guard.write("saving the state",
+                             lambda: write_atomically(self.path, data, mode=0o600))
+        else:
+            write_atomically(self.path, data, mode=0o600)

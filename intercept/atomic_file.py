@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -13,7 +14,12 @@ def write_atomically(final: Path, data: bytes, mode: int = 0o660) -> None:
     tmp = Path(name)
     try:
         os.fchmod(fd, mode)  # the umask must not narrow it
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:          # a short write (a file system filling up) is not the whole file
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            view = view[n:]
         os.fsync(fd)
     except BaseException:
         os.close(fd)

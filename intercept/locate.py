@@ -41,6 +41,25 @@ def find_shim() -> Path:
     )
 
 
+SIM_LIB_ENV = "TGS_SIM_LIB_DIR"
+
+
+def find_sim_lib_dir() -> Path | None:
+    """The simulated driver's directory (its libcuda.so.1): $TGS_SIM_LIB_DIR, then build/sim of
+    the source tree; None when neither has it."""
+    env = os.environ.get(SIM_LIB_ENV)
+    for d in ([Path(env)] if env else []) + [Path(__file__).resolve().parent.parent / "build"
+                                             / "sim"]:
+        if (d / "libcuda.so.1").is_file():
+            return d.resolve()
+    return None
+
+
+def prepend_path(existing: str, entry: str) -> str:
+    """A ':'-separated search path with `entry` first, once."""
+    return ":".join([entry, *(p for p in existing.split(":") if p and p != entry)])
+
+
 def prepend_preload(existing: str, lib: str) -> str:
     # ld.so accepts ':' or whitespace as separators; keep the others, drop duplicates of ours.
     parts = [p for p in existing.replace(":", " ").split() if p]

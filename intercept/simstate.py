@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .ofd import F_OFD_GETLK, lock_request, lock_type
+from .sizes import SizeError, parse_size
 
 SIM_STATE_MAGIC = 0x314D4953534754
 SIM_STATE_VERSION = 2
@@ -38,7 +39,7 @@ DEVICES_ENV = "TGS_SIM_DEVICES"    # devices of a new state file: 1..SIM_MAX_DEV
 MEM_ENV = "TGS_SIM_MEM"            # memory per device of a new state file (bytes, 16GiB, ...)
 DEFAULT_DEVICES = 1
 DEFAULT_MEM = 16 << 30
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+MIN_MEM = 1 << 20                  # the simulator's least capacity (sim/env.c)
 
 
 def state_path(env: Mapping[str, str] | None = None) -> Path:
@@ -54,13 +55,13 @@ def default_path() -> str:
 
 
 def env_bytes(text: str, default: int) -> int:
-    """A size as the simulator reads TGS_SIM_MEM: bytes or K/M/G/T with optional (i)B."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    """A capacity as the simulator reads TGS_SIM_MEM: a size (sizes.py) of at least MIN_MEM,
+    else ``default`` (the simulator says so on stderr and uses its default)."""
     try:
-        unit = t[-1] if t and t[-1] in _UNITS else ""
-        return int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
-    except (ValueError, IndexError):
+        value = parse_size(text)
+    except SizeError:
         return default
+    return value if value >= MIN_MEM else default
 
 
 def env_devices(env: Mapping[str, str] | None = None) -> tuple[int, int]:

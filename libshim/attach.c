@@ -13,6 +13,7 @@
  */
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -62,25 +63,9 @@ static void reclaim_dead(struct tgs_seg_header *h, int fd, uint32_t mine)
     }
 }
 
-static int attach(void)
+/* Take the first slot whose lock is free: 0, or -1 when every slot is held. */
+static int claim_slot(struct tgs_seg_header *h, int fd, const struct tgs_ctl_header *c)
 {
-    const char *path = tgs_g.opt.segment_path;
-    size_t csize = 0, size = 0;
-    int fd = -1;
-    const struct tgs_ctl_header *c = tgs_map_ctl(&csize);
-    if (!c)
-        return -1;
-    struct tgs_seg_header *h = tgs_map_seg(c, &fd, &size);
-    if (!h) {
-        munmap((void *)c, csize);
-        return -1;
-    }
-    tgs_g.fd = fd;
-    tgs_g.hdr = h;
-    tgs_g.map_size = size;
-    tgs_g.ctl = c;
-    tgs_g.ctl_size = csize;
-    tgs_g.pub = tgs_map_own_pub(c);
     const struct tgs_ctl_slot *lines = (const struct tgs_ctl_slot *)(c + 1);
     for (uint32_t i = 0; i < tgs_nslots(); i++) {
         if (tgs_ofd_lock(fd, TGS_SEG_LOCK_SLOT_BASE + (int)i, 0) != 0)
@@ -101,23 +86,73 @@ static int attach(void)
         tgs_g.epoch++;
         tgs_g.lanes_next = 0;
         reclaim_dead(h, fd, i);
-        tgs_log(TGS_LOG_INFO, "attached to %s slot %u", path, i);
         return 0;
     }
-    tgs_log(TGS_LOG_ERROR, "segment %s: all %u slots are taken; running without the job's limits",
-            path, tgs_nslots());
-    munmap(h, tgs_g.map_size);
-    munmap((void *)c, csize);
-    if (tgs_g.pub)
-        munmap(tgs_g.pub, sizeof(*tgs_g.pub));
+    return -1;
+}
+
+/* One try at the .seg: mapped, validated against the .ctl, a slot claimed.  0, or -1
+ * with why and nothing left mapped. */
+static int try_seg(const struct tgs_ctl_header *c, const char **why)
+{
+    size_t size = 0;
+    int fd = -1;
+    struct tgs_seg_header *h = tgs_map_seg(c, &fd, &size, why);
+    if (!h)
+        return -1;
+    tgs_g.fd = fd;
+    tgs_g.hdr = h;
+    tgs_g.map_size = size;
+    if (claim_slot(h, fd, c) == 0)
+        return 0;
+    *why = "every slot is held";
+    munmap(h, size);
     close(fd);
     tgs_g.fd = -1;
     tgs_g.hdr = NULL;
+    return -1;
+}
+
+/* The .ctl is the controller's (read-only to the tenant): without a valid one there is no
+ * registered job here and the process passes through (fail safe).  With one, the job is
+ * registered and only its tenant-writable .seg can stand in the way (a corrupt file, every
+ * slot locked): wait a bounded time with back-off (a process of the job may exit, the
+ * controller may be re-creating the files), then refuse (fail closed). */
+static int attach(void)
+{
+    const char *path = tgs_g.opt.segment_path, *why = NULL;
+    size_t csize = 0;
+    const struct tgs_ctl_header *c = tgs_map_ctl(&csize);
+    if (!c)
+        return TGS_ATTACH_OFF;
+    tgs_g.ctl = c;
+    tgs_g.ctl_size = csize;
+    tgs_g.pub = tgs_map_own_pub(c);
+    uint64_t deadline = tgs_now_ns() + tgs_g.opt.slot_wait_ns, pause_ns = 1000000;
+    for (;;) {
+        if (try_seg(c, &why) == 0) {
+            tgs_log(TGS_LOG_INFO, "attached to %s slot %d", path, tgs_g.slot_idx);
+            return TGS_ATTACH_OK;
+        }
+        uint64_t now = tgs_now_ns();
+        if (now >= deadline)
+            break;
+        uint64_t left = deadline - now, ns = pause_ns < left ? pause_ns : left;
+        struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+        nanosleep(&ts, NULL);
+        pause_ns = pause_ns * 2 < 50000000 ? pause_ns * 2 : 50000000;
+    }
+    tgs_log(TGS_LOG_ERROR, "segment %s of registered job '%.*s': %s; this process's CUDA "
+            "launches and allocations are refused (a job never runs without its limits)",
+            path, TGS_SEG_NAME_MAX, c->id.job_name, why);
+    munmap((void *)c, csize);
+    if (tgs_g.pub)
+        munmap(tgs_g.pub, sizeof(*tgs_g.pub));
     tgs_g.ctl = NULL;
     tgs_g.pub = NULL;
     tgs_g.slot = NULL;
     tgs_g.slot_idx = -1;
-    return -1;
+    return TGS_ATTACH_REFUSED;
 }
 
 /* A refused allocation: the memory of processes that died since we attached
@@ -143,9 +178,9 @@ void tgs_attach_slow(void)
             pthread_mutex_unlock(&tgs_g.attach_mu);
             return;
         }
-        int ok = pick == 0 && tgs_g.opt.segment_path[0] && tgs_g.real.handle && attach() == 0;
-        __atomic_store_n(&tgs_g.attach_state, ok ? TGS_ATTACH_OK : TGS_ATTACH_OFF,
-                         __ATOMIC_RELEASE);
+        int st = pick == 0 && tgs_g.opt.segment_path[0] && tgs_g.real.handle
+                 ? attach() : TGS_ATTACH_OFF;
+        __atomic_store_n(&tgs_g.attach_state, st, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&tgs_g.attach_mu);
 }

@@ -9,8 +9,8 @@
  * "tail" event (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC: waiting
  * never spins) on every stream launched on since it went busy, waits for
  * them (cuEventSynchronize), and if no launch happened since it read
- * launch_seq, the streams still query complete and stay so for
- * drain_settle_ns, publishes the busy->idle transition exactly as a
+ * launch_seq, the streams still query complete and stay so for the
+ * settle time (adaptive, settle_learn), publishes the busy->idle transition exactly as a
  * synchronize would (sync_hooks.c: gap start, futex wake).  Otherwise it
  * records new tails and waits again.
  *
@@ -41,6 +41,27 @@
  * back to 20 us after an idle. */
 #define DRAIN_MIN_ROUND_NS 20000ull
 #define DRAIN_MAX_ROUND_NS 200000ull
+/* The settle adapts: a launch-bound production process's GPU drains between two of its
+ * launches in the middle of a step; published, such a gap ends within microseconds and makes
+ * the gap history (min of the last few, fit.c) predict no room at all.  A published drain
+ * whose gap ended within twice the settle doubles the settle (up to SETTLE_MAX_NS); one that
+ * lasted over four times it lets the settle decay by 1/8 towards TGS_DRAIN_SETTLE_US. */
+#define SETTLE_MAX_NS 1000000ull
+
+static void settle_learn(struct tgs_drain *d, uint64_t now)
+{
+    uint64_t base = tgs_g.opt.drain_settle_ns, s = d->settle_ns;
+    if (!d->drained_t || !base)
+        return;
+    uint64_t lasted = now - d->drained_t;
+    d->drained_t = 0;
+    if (lasted < 2 * s)
+        d->settle_ns = 2 * s < SETTLE_MAX_NS ? 2 * s : SETTLE_MAX_NS;
+    else if (lasted > 4 * s && s > base)
+        d->settle_ns = s - (s - base) / 8 - 1;
+    if (d->settle_ns < base)
+        d->settle_ns = base;
+}
 
 /* The per-thread default stream cannot be named from another thread. */
 static int untrackable(CUstream s)
@@ -207,8 +228,10 @@ static void *drain_main(void *arg)
         if (d->stop)
             break;
         uint64_t gen = d->gen;
-        if (gen != last_gen)                /* a new busy period */
+        if (gen != last_gen) {              /* a new busy period */
             spacing = DRAIN_MIN_ROUND_NS;
+            settle_learn(d, tgs_now_ns());
+        }
         last_gen = gen;
         int k = d->n;
         CUcontext ctx = d->ctx;
@@ -230,9 +253,12 @@ static void *drain_main(void *arg)
         }
         int same = r == 0 && __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
                    streams_empty(s, k);
-        if (same && tgs_g.opt.drain_settle_ns) {
+        uint64_t drained_t = same ? tgs_now_ns() : 0, settle = d->settle_ns;
+        if (!settle)
+            settle = d->settle_ns = tgs_g.opt.drain_settle_ns;
+        if (same && settle) {
             /* a gap shorter than this is the host between two launches: not published */
-            tgs_sleep_ns(tgs_g.opt.drain_settle_ns);
+            tgs_sleep_ns(settle);
             same = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
                    streams_empty(s, k);
         }
@@ -247,6 +273,7 @@ static void *drain_main(void *arg)
         }
         if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0)) {
             d->idles++;
+            d->drained_t = drained_t;
             spacing = DRAIN_MIN_ROUND_NS;
         } else if (r == 0 && spacing < DRAIN_MAX_ROUND_NS) {
             spacing *= 2;
@@ -281,6 +308,7 @@ void tgs_drain_reset(void)
     d->stop = d->stopped = 0;
     d->ctx = NULL;
     d->idles = 0;
+    d->settle_ns = d->drained_t = 0;
 }
 
 void tgs_drain_stop(void)

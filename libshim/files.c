@@ -187,7 +187,8 @@ const struct tgs_ctl_header *tgs_map_ctl(size_t *csize)
     return c;
 }
 
-struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size_t *size)
+struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size_t *size,
+                                   const char **why_out)
 {
     const char *path = tgs_g.opt.segment_path, *why = NULL;
     struct tgs_seg_header *h = map_file(path, O_RDWR, PROT_READ | PROT_WRITE,
@@ -203,7 +204,6 @@ struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size
         *fd = -1;
         h = NULL;
     }
-    if (!h)
-        tgs_log(TGS_LOG_ERROR, "segment %s: %s; running without the job's limits", path, why);
+    *why_out = why;
     return h;
 }

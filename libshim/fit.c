@@ -5,21 +5,27 @@
  * launch goes only when it and what this process still has queued will be
  * done before production is predicted to return:
  *
- *     production idle  and  max(q_until, now) + est x work
+ *     production idle  and  max(q_until, now) + fixed + est x work
  *                             <= min over production jobs (idle_since_ns + gap_pred_ns)
  *
  * (production idle: no production pub of the device is busy; the gap ends
  * when the first production job is predicted back, so one production job's
  * figures can only shorten the gap others leave; peers.c reads them).
  *
- * est (ns of GPU time per work unit) comes from this process's own kernels:
+ * A launch's GPU time is predicted as fixed + est x work: est (ns of GPU time
+ * per work unit) and fixed (what every launch costs, whatever its size: learned
+ * from samples under LONG_SAMPLE_NS, an average) come from this process's own
+ * kernels:
  * every 8th gated launch (every one while there is no estimate) is bracketed
  * by a timed event pair on its stream; the end event is queried at later
  * launches and synchronizes, never waited for.  A sample is "clean" when
  * production stayed idle from its launch to the moment it was read (busy_seq
  * unchanged); only clean samples move the estimate (up at once, down by 1/8:
  * it must err long), except that the first sample of all is taken
- * provisionally.  q_until models our own queue: each launch adds est x work
+ * provisionally.  The host time from recording the start event to the launch
+ * returning is taken off a sample (on an idle stream the start event fires
+ * before the kernel is launched); a sample whose host delay is large is not
+ * believed.  q_until models our own queue: each launch adds est x work
  * after max(q_until, now); a full synchronize empties it.
  *
  * Waiting (sleeps of GATE_STEP_NS, never spins), bounded by gate_max_wait_us:
@@ -64,9 +70,21 @@
 #define FRESH_NS (2 * GATE_STEP_NS)  /* a gap younger than this is "at its start" */
 #define SAMPLE_EVERY 8
 #define EST_DOWN 0.125               /* weight of a lower clean sample */
+#define HOST_DELAY_MAX_NS 20000.0    /* a sample's host delay always tolerated ... */
+#define HOST_DELAY_FRAC 0.05         /* ... or up to this share of what it measured */
+#define LONG_SAMPLE_NS 20000.0       /* shorter samples measure the per-launch cost */
+#define FIXED_MAX_NS 10000.0         /* the most a launch is believed to cost beyond its work */
 #define OVERRUN_FRAC 0.03            /* ns of delay to production allowed per ns */
 #define OVERRUN_CAP_NS 20000000.0    /* the most the budget saves up */
 #define HARD_MAX_NS 10000000000ull   /* the starvation bound is never later than this */
+
+/* The GPU time a launch of `work` units is predicted to take: the per-launch cost plus the
+ * cost per unit (0 while there is no estimate). */
+static double run_ns(uint64_t work)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    return f->est == 0.0 ? 0.0 : f->fixed_ns + f->est * (double)work;
+}
 
 /* This process's share of production's allowance: the device's opportunistic jobs split it. */
 static double allowance(void)
@@ -96,7 +114,7 @@ static double overrun_ns(uint64_t now, uint64_t work)
     struct tgs_fit *f = &tgs_g.fit;
     if (f->est == 0.0)
         return 0.0;
-    double run = f->est * (double)work;
+    double run = run_ns(work);
     if (tgs_prod_busy())
         return run;
     uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
@@ -121,7 +139,7 @@ static uint64_t bound_ns(uint64_t max_ns, uint64_t work)
 {
     if (tgs_g.opt.fit_budget != TGS_FIT_BUDGET_BOUND || tgs_g.fit.est == 0.0)
         return max_ns;
-    double extra = tgs_g.fit.est * (double)work / allowance();
+    double extra = run_ns(work) / allowance();
     uint64_t hard = extra >= (double)HARD_MAX_NS ? HARD_MAX_NS : max_ns + (uint64_t)extra;
     if (hard > HARD_MAX_NS)
         hard = HARD_MAX_NS;
@@ -149,8 +167,34 @@ static void poll_locked(void)
     tgs_capture_restore(mode);
     if (e != CUDA_SUCCESS || !(ms > 0.0f) || !f->pending_work)
         return;
-    double s = (double)ms * 1e6 / (double)f->pending_work;
-    int clean = f->clean && tgs_prod_seq() == f->pending_seq;
+    /* The start event fires as soon as the stream reaches it, and on an idle stream that
+     * is before the kernel is even launched; the end event, if recorded after the kernel
+     * ended, fires when recorded: host time (a preempted thread, the driver's own locks)
+     * from before the first record to after the second can be in the elapsed time.  A
+     * sample whose host span was long is not believed once there is an estimate (before, one
+     * that is long even without that span is taken whole, provisionally: too long errs
+     * safe); a prompt one has its host time up to the launch taken off. */
+    double took = (double)ms * 1e6, span = (double)f->pending_span_ns;
+    int delayed = span > HOST_DELAY_MAX_NS && span > HOST_DELAY_FRAC * took;
+    if (delayed && (f->est != 0.0 || took - span < LONG_SAMPLE_NS))
+        return;
+    double delay = delayed ? 0.0 : (double)f->pending_delay_ns;
+    if (took - delay <= 0.0)
+        return;
+    double t = took - delay;
+    int clean = f->clean && tgs_prod_seq() == f->pending_seq && !delayed;
+    if (t < LONG_SAMPLE_NS) {
+        /* a launch this short is mostly the per-launch cost every kernel pays, whatever its
+         * size: it moves that, not the cost per unit (a 32-thread kernel's 5 us would
+         * otherwise make every large kernel look 100 times as long as it is) */
+        if (clean)
+            f->fixed_ns += EST_DOWN * ((t < FIXED_MAX_NS ? t : FIXED_MAX_NS) - f->fixed_ns);
+        return; /* without an estimate launches go one sample at a time (judge) */
+    }
+    double s = (t - f->fixed_ns) / (double)f->pending_work;
+    tgs_log(TGS_LOG_DEBUG, "fit sample: %llu units took %.0f ns (host %.0f of %.0f, per launch "
+            "%.0f): %.3f ns/unit", (unsigned long long)f->pending_work, took, delay, span,
+            f->fixed_ns, s);
     if (f->est == 0.0 || (f->provisional && clean)) {
         f->est = s;
         f->provisional = !clean;
@@ -239,7 +283,7 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     if (outlasted)
         return base == now ? GO_OUTLASTED : WAIT_MORE;
-    double end = (double)base + f->est * (double)work;
+    double end = (double)base + run_ns(work);
     return end <= (double)gap_end ? GO_FIT : WAIT_MORE;
 }
 
@@ -248,7 +292,7 @@ static int commit(uint64_t now, uint64_t work, CUstream stream)
 {
     struct tgs_fit *f = &tgs_g.fit;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
-    f->q_until_ns = base + (uint64_t)(f->est * (double)work);
+    f->q_until_ns = base + (uint64_t)run_ns(work);
     f->launches++;
     if (f->pending || !work ||
         (f->est != 0.0 && !f->provisional && f->launches % SAMPLE_EVERY))
@@ -256,10 +300,12 @@ static int commit(uint64_t now, uint64_t work, CUstream stream)
     /* the stream is not capturing (captured launches are never gated), but a
      * capture elsewhere must not be invalidated by our calls (capture.c) */
     int mode = tgs_capture_relax();
+    uint64_t before = tgs_now_ns();
     int ok = events_ready() && tgs_g.real.cuEventRecord(f->ev_start, stream) == CUDA_SUCCESS;
     tgs_capture_restore(mode);
     if (!ok)
         return 0;
+    f->pending_rec_ns = before;
     f->pending = 1;
     f->pending_work = work;
     f->pending_seq = tgs_prod_seq();
@@ -286,7 +332,7 @@ static void trace_locked(uint64_t now, uint64_t start, enum verdict v, uint64_t 
             (unsigned long long)now, (unsigned long long)(now - start), VERDICT_CH[v],
             (unsigned long long)tgs_prod_seq(), (int)tgs_prod_busy(), (unsigned long long)idle,
             (unsigned long long)gap_end, f->est, (unsigned long long)work,
-            (unsigned long long)(base + (uint64_t)(f->est * (double)work)), f->overrun_budget,
+            (unsigned long long)(base + (uint64_t)run_ns(work)), f->overrun_budget,
             (unsigned long long)tgs_prod_gap_last());
 }
 
@@ -346,11 +392,13 @@ void tgs_fit_after(int sampled, CUresult r, CUstream stream)
         return;
     pthread_mutex_lock(&f->mu);
     if (f->pending == 1) {
+        f->pending_delay_ns = tgs_now_ns() - f->pending_rec_ns;
         /* never into a capture: the stream may have begun one since the gate */
         int mode = tgs_capture_relax();
         f->pending = r == CUDA_SUCCESS && !tgs_capturing(stream, 0) &&
                      tgs_g.real.cuEventRecord(f->ev_end, stream) == CUDA_SUCCESS ? 2 : 0;
         tgs_capture_restore(mode);
+        f->pending_span_ns = tgs_now_ns() - f->pending_rec_ns;
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -376,6 +424,6 @@ void tgs_fit_reset(void)
     f->ev_start = f->ev_end = NULL;
     f->launches = f->q_until_ns = f->overrun_t = 0;
     f->overrun_budget = 0.0;
-    f->est = 0.0;
+    f->est = f->fixed_ns = 0.0;
     f->trace_tried = 0; /* the parent's descriptor is inherited: reopened, same file */
 }

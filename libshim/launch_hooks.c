@@ -25,7 +25,7 @@ int tgs_launch_slow_before(uint64_t work, uint64_t blocks, uint64_t kernels, CUs
 {
     struct tgs_slot *s = tgs_slot();
     if (!s)
-        return 0;
+        return tgs_refused() ? -1 : 0;
     struct tgs_lane *lane = tgs_tls.lane;
     if (!lane || tgs_tls.epoch != tgs_g.epoch)
         lane = tgs_lane_slow(s);
@@ -103,6 +103,8 @@ void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
         struct tgs_launch_count c_ = (count); \
         int smp_ = tgs_launch_slow_before(c_.work, c_.blocks, c_.kernels, \
                                           STREAM_KEY((stream), (ptsz))); \
+        if (TGS_UNLIKELY(smp_ < 0)) \
+            return CUDA_ERROR_NOT_PERMITTED; \
         CUresult r_ = fn_ args; \
         tgs_after_launch(r_, c_.work, STREAM_KEY((stream), (ptsz)), smp_); \
         return r_; \

@@ -137,13 +137,14 @@ static void report_refusal(uint64_t bytes, uint64_t used, uint64_t quota)
 {
     if (__atomic_exchange_n(&tgs_g.quota_reported, 1, __ATOMIC_RELAXED))
         return;
-    char job[65] = "TGS_MEM_LIMIT";
+    /* no job segment: the static quota of tgs-run --standalone (or its fallback) */
+    char who[80] = "standalone (TGS_MEM_LIMIT)";
     if (tgs_g.hdr)
-        snprintf(job, sizeof job, "%.64s", tgs_g.hdr->id.job_name);
+        snprintf(who, sizeof who, "job '%.64s'", tgs_g.hdr->id.job_name);
     tgs_log(TGS_LOG_ERROR,
-            "job '%s': the memory quota refused an allocation of %llu bytes (quota %llu, in use "
+            "%s: the memory quota refused an allocation of %llu bytes (quota %llu, in use "
             "%llu); the program gets CUDA_ERROR_OUT_OF_MEMORY (said once per process)",
-            job, (unsigned long long)bytes, (unsigned long long)quota,
+            who, (unsigned long long)bytes, (unsigned long long)quota,
             (unsigned long long)used);
 }
 
@@ -189,6 +190,8 @@ int tgs_mem_admit(uint64_t bytes)
             report_refusal(bytes, used, quota);
         return ok ? 0 : -1;
     }
+    if (tgs_refused())
+        return -1; /* said once, at attach */
     if (tgs_g.opt.mem_limit == TGS_QUOTA_UNLIMITED)
         return 0;
     pthread_mutex_lock(&tgs_g.ledger_mu);
@@ -256,6 +259,8 @@ int tgs_mem_view(uint64_t *quota, uint64_t *used)
     if (s) {
         *quota = tgs_oversub_limit();
         *used = TGS_RELAXED_LOAD(&tgs_g.hdr->mem_used);
+    } else if (tgs_refused()) {
+        *quota = *used = 0;
     } else {
         *quota = tgs_g.opt.mem_limit;
         *used = TGS_RELAXED_LOAD(&tgs_g.local_used);
@@ -270,7 +275,7 @@ int tgs_pinned_admit(uint64_t bytes)
 {
     struct tgs_slot *s = tgs_slot();
     if (!s)
-        return 0;
+        return tgs_refused() ? -1 : 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         struct tgs_seg_header *h = tgs_g.hdr;
         uint64_t max = TGS_RELAXED_LOAD(&tgs_g.ctl->host_pinned_max);

@@ -7,38 +7,7 @@
 
 #include "shim.h"
 #include "tgs/log_level.h"
-
-/* "8GiB", "512M", "1000" ...: binary multiples for K/M/G with or without iB. */
-int tgs_parse_size(const char *s, uint64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    while (isspace((unsigned char)*s))
-        s++;
-    if (!isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    while (isspace((unsigned char)*end))
-        end++;
-    static const struct { const char *suffix; unsigned shift; } units[] = {
-        { "", 0 }, { "B", 0 }, { "K", 10 }, { "KB", 10 }, { "KiB", 10 }, { "M", 20 },
-        { "MB", 20 }, { "MiB", 20 }, { "G", 30 }, { "GB", 30 }, { "GiB", 30 },
-        { "T", 40 }, { "TB", 40 }, { "TiB", 40 },
-    };
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].suffix) == 0) {
-            if (units[i].shift && v > (UINT64_MAX >> units[i].shift))
-                return -1;
-            *out = (uint64_t)v << units[i].shift;
-            return 0;
-        }
-    }
-    return -1;
-}
+#include "tgs/size.h"
 
 static void copy_env(char *dst, size_t cap, const char *name)
 {
@@ -86,16 +55,17 @@ void tgs_options_load(struct tgs_options *o)
     copy_env(o->real_libcuda, sizeof(o->real_libcuda), "TGS_REAL_LIBCUDA");
     copy_env(o->parts, sizeof(o->parts), "TGS_PARTS");
 
+    /* a limit (tgs/size.h): 0 and "unlimited" mean none, as unset does */
     o->mem_limit = TGS_QUOTA_UNLIMITED;
     const char *ml = getenv("TGS_MEM_LIMIT");
     if (ml && *ml) {
         uint64_t v;
-        if (tgs_parse_size(ml, &v) == 0)
-            o->mem_limit = v;
+        if (tgs_limit_parse(ml, &v) == 0)
+            o->mem_limit = v == TGS_SIZE_UNLIMITED ? TGS_QUOTA_UNLIMITED : v;
         else
             tgs_log(TGS_LOG_ERROR,
-                    "TGS_MEM_LIMIT=%s is not a size (e.g. 8GiB, 512M, 1000000); no static limit",
-                    ml);
+                    "TGS_MEM_LIMIT=%s is not a size (" TGS_SIZE_EXAMPLES " or unlimited); "
+                    "no static limit", ml);
     }
 
     const char *dr = getenv("TGS_DRAIN");
@@ -118,6 +88,9 @@ void tgs_options_load(struct tgs_options *o)
 
     copy_env(o->fit_trace, sizeof(o->fit_trace), "TGS_FIT_TRACE");
 
+    /* how long a process of a registered job waits for a free slot (or a usable .seg)
+     * before its CUDA work is refused (attach.c) */
+    o->slot_wait_ns = env_ms("TGS_SLOT_WAIT_MS", 3000) * 1000000ull;
     /* oversubscription (oversub_watch.c): how often a synchronize looks at device memory,
      * and the longest the thrashing guard holds one synchronize (0: no guard) */
     o->oversub_check_ns = env_ms("TGS_OVERSUB_CHECK_MS", 10) * 1000000ull;

@@ -80,6 +80,7 @@ struct tgs_options {
     int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
     char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */
+    uint64_t slot_wait_ns;      /* TGS_SLOT_WAIT_MS (default 3000): longest wait for a slot */
     uint64_t oversub_pause_ns;  /* TGS_OVERSUB_PAUSE_MS (default 10000): longest hold of a launch */
     uint64_t oversub_watch_ns;  /* TGS_OVERSUB_WATCH_MS (default 2): watcher period, 0 = none */
     char real_libcuda[4096];    /* TGS_REAL_LIBCUDA, "" = "libcuda.so.1" */
@@ -154,15 +155,22 @@ struct tgs_fit {
     int clean;                  /* the pending sample went while production was idle */
     uint64_t pending_work;
     uint64_t pending_seq;       /* the device's busy_seq when the sample went */
+    uint64_t pending_rec_ns;    /* host time just before the start event was recorded */
+    uint64_t pending_delay_ns;  /* host time from then until the launch had returned */
+    uint64_t pending_span_ns;   /* ... until the end event had been recorded */
     uint64_t launches;          /* gated launches (sampling cadence) */
     double est;                 /* ns of GPU time per work unit; 0 = unknown */
+    double fixed_ns;            /* ns of GPU time every launch costs beyond its units */
     int provisional;            /* est is from a sample production may have slowed */
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
     double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
     uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
     int trace_tried, trace_fd;  /* TGS_FIT_TRACE opened (once per process), its fd or -1 */
 };
-enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF };
+/* OFF: no job to attach to (no valid .ctl): pass-through, fail safe.  REFUSED: the job
+ * is registered (its .ctl is valid) but its tenant-writable .seg gives this process no
+ * slot: its launches and allocations fail (fail closed, docs/security.md). */
+enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF, TGS_ATTACH_REFUSED };
 
 /* GPU-side drain detection of a production process (drain.c): the streams
  * launched on since it last went busy, and a helper thread that waits on a
@@ -183,6 +191,8 @@ struct tgs_drain {
     int pid;                    /* the helper runs in this process (0: none) */
     int stop, stopped;
     uint64_t idles;             /* busy->idle transitions published by the helper */
+    uint64_t settle_ns;         /* how long drained before idle is published (adaptive) */
+    uint64_t drained_t;         /* when the last published drain was first seen (0: none) */
 };
 
 /* Other jobs' publish pages and the device segment, mapped read-only into a
@@ -315,7 +325,6 @@ void tgs_sleep_ns(uint64_t ns);
 /* log.c, options.c */
 void tgs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tgs_options_load(struct tgs_options *o);
-int tgs_parse_size(const char *s, uint64_t *out);
 
 /* real.c */
 void tgs_real_bootstrap(void);
@@ -347,6 +356,11 @@ static inline __attribute__((always_inline)) struct tgs_slot *tgs_slot(void)
     }
     return st == TGS_ATTACH_OK ? tgs_g.slot : NULL;
 }
+/* After tgs_slot() gave NULL: whether that is a refusal (fail closed), not pass-through. */
+static inline bool tgs_refused(void)
+{
+    return __atomic_load_n(&tgs_g.attach_state, __ATOMIC_ACQUIRE) == TGS_ATTACH_REFUSED;
+}
 void tgs_heartbeat(void);
 void tgs_atfork_child(void);
 void tgs_detach(void);
@@ -358,7 +372,9 @@ bool tgs_ofd_held(int fd, int byte);   /* another description holds a lock on it
 
 /* files.c: the job's files, validated (NULL and one stderr line on any problem) */
 const struct tgs_ctl_header *tgs_map_ctl(size_t *size);
-struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size_t *size);
+/* NULL and *why (no log: the caller retries, then says it once) when the .seg is unusable */
+struct tgs_seg_header *tgs_map_seg(const struct tgs_ctl_header *c, int *fd, size_t *size,
+                                   const char **why);
 struct tgs_pub *tgs_map_own_pub(const struct tgs_ctl_header *c);
 void tgs_device_path(char *out, size_t cap, int32_t index);
 void tgs_pub_dir(char *out, size_t cap);

@@ -1,5 +1,4 @@
 /* env.c: environment parsing (read once per process), logging and clocks. */
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +8,7 @@
 
 #include "sim.h"
 #include "tgs/log_level.h"
+#include "tgs/size.h"
 
 /* The level is known from load time, so lookups made before cuInit (the
  * runtime and cuda-bindings resolve everything first) can be logged. */
@@ -77,54 +77,15 @@ double sim_env_double(const char *name, double def, double min, double max)
     return x;
 }
 
-/* "123", "512MiB", "16GiB", "16G", "1.5 GB" (all units binary). */
-int sim_parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
-    double x = strtod(s, &end);
-    if (errno || !isfinite(x))
-        return -1;
-    while (*end == ' ')
-        end++;
-    double mult = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 0: break;
-    case 'B': mult = 1; break;
-    case 'K': mult = 1024.0; break;
-    case 'M': mult = 1024.0 * 1024; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-    default: return -1;
-    }
-    if (*end && toupper((unsigned char)*end) != 'B') {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-    } else if (*end) {
-        end++;
-    }
-    if (*end)
-        return -1;
-    double r = x * mult;
-    if (r < 1 || r > 1.8e19)
-        return -1;
-    *out = (uint64_t)r;
-    return 0;
-}
-
+/* A capacity (tgs/size.h): at least 1MiB, so 0 is refused like any other bad value. */
 uint64_t sim_env_bytes(const char *name, uint64_t def)
 {
     const char *v = getenv(name);
     uint64_t x;
     if (!v || !*v)
         return def;
-    if (sim_parse_bytes(v, &x) != 0 || x < (1u << 20)) {
-        bad_env(name, v, "want bytes >= 1MiB, e.g. 512MiB, 16GiB, 16G");
+    if (tgs_size_parse(v, &x) != 0 || x < (1u << 20)) {
+        bad_env(name, v, "want a size >= 1MiB, e.g. " TGS_SIZE_EXAMPLES);
         return def;
     }
     return x;

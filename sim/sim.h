@@ -220,7 +220,6 @@ uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max)
 uint64_t sim_env_bytes(const char *name, uint64_t def);
 double sim_env_double(const char *name, double def, double min, double max);
 int sim_env_loglevel(void);
-int sim_parse_bytes(const char *s, uint64_t *out);
 uint64_t sim_now_ns(void);
 void sim_sleep_until(uint64_t t_ns);
 

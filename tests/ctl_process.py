@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +51,10 @@ class Ctl:
         return json.loads(r.stdout)
 
 
-def start_ctl(tmp_path: Path, sim_env: dict[str, str], *args: str) -> Iterator[Ctl]:
-    """tgs-controller --sim with a metrics port, private dirs; killed by pid at the end."""
+def start_ctl(tmp_path: Path, sim_env: dict[str, str], *args: str,
+              preexec_fn: Callable[[], None] | None = None) -> Iterator[Ctl]:
+    """tgs-controller --sim with a metrics port, private dirs; killed by pid at the end.
+    `preexec_fn` runs in the child before the exec (e.g. a lower descriptor limit)."""
     runtime = Path(tempfile.mkdtemp(prefix="tgs-rt-"))     # ipc paths: 107 bytes at most
     log = tmp_path / "controller.log"
     env = dict(sim_env)
@@ -62,7 +64,7 @@ def start_ctl(tmp_path: Path, sim_env: dict[str, str], *args: str) -> Iterator[C
            str(tmp_path / "state"), "--runtime-dir", str(runtime), "--metrics-port",
            "127.0.0.1:0", "--period-ms", "50", "--log-level", "debug", *args]
     with open(log, "wb") as logf:
-        proc = subprocess.Popen(cmd, stderr=logf, env=env)
+        proc = subprocess.Popen(cmd, stderr=logf, env=env, preexec_fn=preexec_fn)
     c = Ctl(proc, runtime, env, log)
     try:
         up = wait_for(lambda: proc.poll() is not None or _answers(c), timeout=20, step=0.1)

@@ -11,15 +11,15 @@ from typing import NoReturn
 import click
 from tgs.controller import paths
 from tgs.controller.auth import KeyFileError, client_keys
-from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.controller.client import Client, ClientError, ControllerUnavailable, HandshakeFailed
 
 from .params import DEVICES, EXIT_USAGE, AsciiFloat, own_status
-from .sizes import SIZE
+from .sizes import LIMIT
 
 ADDR_ENV = "TGS_CONTROLLER"
 SERVER_KEY_ENV = "TGS_SERVER_KEY"
 CLIENT_KEY_ENV = "TGS_CLIENT_KEY"
-START_HINT = "start one with `tgs-controller --foreground` (see docs/usage.md)"
+START_HINT = "start one with `tgs-controller` (see docs/usage.md)"
 _NAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -63,6 +63,8 @@ def fail(prog: str, message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def unavailable(prog: str, exc: ControllerUnavailable, extra: str = "") -> NoReturn:
+    if isinstance(exc, HandshakeFailed):     # a controller is there: it did not let us in
+        fail(prog, f"{exc} (docs/usage.md, Remote control)")
     fail(prog, f"{exc}\n{prog}: no controller reachable: {START_HINT}{extra}")
 
 
@@ -84,8 +86,10 @@ def controller_options(f):  # type: ignore[no-untyped-def]
                      help="Our CurveZMQ key pair (a secret key file, mode 0600: `tgsctl "
                           f"keygen`) for a tcp controller (${CLIENT_KEY_ENV}).")(f)
     f = click.option("--server-key", envvar=SERVER_KEY_ENV, default=None, metavar="KEY|FILE",
-                     help="The controller's CurveZMQ public key (40 characters, or its "
-                          f"server.key file) for a tcp controller (${SERVER_KEY_ENV}).")(f)
+                     help="The controller's CurveZMQ public key for a tcp controller "
+                          f"(${SERVER_KEY_ENV}): its server.key file (an existing file, or a "
+                          "value starting with / ./ ../ ~, or file:PATH), else the "
+                          "40-character key (key:KEY to be explicit).")(f)
     f = click.option("--timeout", type=AsciiFloat(0.1, 600), default=3.0,
                      show_default=True, help="Seconds to wait for the controller.")(f)
     f = click.option("--controller", "controller", envvar=ADDR_ENV, default=None,
@@ -102,8 +106,8 @@ def placement_options(f):  # type: ignore[no-untyped-def]
                      metavar="IDX|UUID[,...]",
                      help="The job's GPU, or several separated by commas (one job over them: "
                           "--mem is per device).")(f)
-    f = click.option("--host-pinned", type=SIZE, default=None,
+    f = click.option("--host-pinned", type=LIMIT, default=None,
                      help="Page-locked host memory the job may hold (cuMemAllocHost, "
-                          "cuMemHostAlloc, cuMemHostRegister; default or 0: no limit; "
-                          "docs/oversubscription.md).")(f)
+                          "cuMemHostAlloc, cuMemHostRegister; default, 0 or 'unlimited': no "
+                          "limit; docs/oversubscription.md).")(f)
     return f

@@ -17,6 +17,8 @@ import click
 from tgs.controller.auth import write_keypair
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
 
+from tgs.version import version_option
+
 from .common import (
     client_error,
     controller_options,
@@ -25,8 +27,9 @@ from .common import (
     placement_options,
     unavailable,
 )
+from .jobview import Meter
 from .params import JOB_NAME, WEIGHT, AsciiFloat, DeviceArg, Group
-from .sizes import SIZE, SIZE_OR_UNLIMITED
+from .sizes import LIMIT, SIZE, limit_value
 from .view import CLEAR, job_processes, jobs_text, status_text, top_frame
 
 PROG = "tgsctl"
@@ -60,6 +63,7 @@ def _dump(obj: Any) -> None:
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@version_option(PROG)
 @controller_options
 @click.pass_context
 def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: str | None,
@@ -77,7 +81,13 @@ def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: 
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def ls_cmd(ctx: click.Context, as_json: bool) -> None:
-    """Jobs: processes, priority, weight, memory used/quota, token rate, throughput."""
+    """Jobs: processes, priority, weight, memory used/quota (and --mem-total, --host-pinned
+    when set), what holds each job back (CONTROL: the policy's rule and the gate; RATE: the
+    token rate granted, 'gated' when only the gate holds it; CAP: work units in flight per
+    process), throughput (WORK/S), and a !DAMAGED or !TAMPERED mark on a job whose segment is.
+
+    RATE, CAP and WORK/S count work units: 1 unit = 1 GPU thread launched (grid blocks x
+    threads per block)."""
     jobs = _jobs(ctx, procs=True)
     if as_json:
         _dump({"jobs": jobs})
@@ -87,27 +97,30 @@ def ls_cmd(ctx: click.Context, as_json: bool) -> None:
 
 @cli.command("set")
 @click.argument("job", type=JOB_NAME)
-@click.option("--mem", type=SIZE_OR_UNLIMITED, default=None,
-              help="New memory quota (a size, or 'unlimited').")
+@click.option("--mem", type=LIMIT, default=None,
+              help="New memory quota (a size; 0 or 'unlimited': none).")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]), default=None)
 @click.option("--weight", type=WEIGHT, default=None)
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription: what an opportunistic job may hold in all, resident or "
                    "on the host (0 = off; docs/oversubscription.md).")
-@click.option("--host-pinned", type=SIZE, default=None,
+@click.option("--host-pinned", type=LIMIT, default=None,
               help="Page-locked host memory the job may hold (cuMemAllocHost, cuMemHostAlloc, "
-                   "cuMemHostRegister; 0 = no limit; docs/oversubscription.md).")
+                   "cuMemHostRegister; 0 or 'unlimited': no limit; docs/oversubscription.md).")
+@click.option("--mem-fixed/--mem-evictable", default=None,
+              help="An opportunistic job's allocations in device memory, or evictable (the "
+                   "default); for the job's processes started afterwards.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
             weight: int | None, mem_total: int | None, host_pinned: int | None,
-            as_json: bool) -> None:
+            mem_fixed: bool | None, as_json: bool) -> None:
     """Change a job live: its processes see the new quota and rate within one period.
 
     A quota below the current usage refuses new allocations; existing ones stay."""
     changes: dict[str, Any] = {}
     if mem is not None:
-        changes["mem_quota"] = None if mem < 0 else mem
+        changes["mem_quota"] = limit_value(mem)
     if priority is not None:
         changes["priority"] = priority
     if weight is not None:
@@ -117,15 +130,17 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
             fail(PROG, MEM_TOTAL_PRODUCTION)
         changes["mem_total"] = mem_total
     if host_pinned is not None:
-        changes["host_pinned_max"] = host_pinned
+        changes["host_pinned_max"] = limit_value(host_pinned) or 0
+    if mem_fixed is not None:
+        changes["mem_fixed"] = mem_fixed
     if not changes:
         raise click.UsageError("nothing to change: give --mem, --priority, --weight, "
-                               "--mem-total or --host-pinned")
+                               "--mem-total, --host-pinned or --mem-fixed/--mem-evictable")
     info = _call(ctx, lambda c: c.set(job, **changes))["job"]
     if as_json:
         _dump({"job": info})
     else:
-        click.echo(jobs_text([info], procs=False))
+        click.echo(jobs_text([info], procs=False, notes=False))
 
 
 @cli.command("add")
@@ -133,24 +148,29 @@ def set_cmd(ctx: click.Context, job: str, mem: int | None, priority: str | None,
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
 @click.option("--weight", type=WEIGHT, default=1, show_default=True)
-@click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
+@click.option("--mem", type=LIMIT, default=None,
+              help="Memory quota (default, 0 or 'unlimited': none).")
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription: what the (opportunistic) job may hold in all; --mem is "
                    "then what it may keep resident (docs/oversubscription.md).")
+@click.option("--mem-fixed", is_flag=True,
+              help="Opportunistic jobs: allocations in device memory (by default evictable: "
+                   "they move to host memory when production needs the GPU's).")
 @placement_options
 @click.option("--ephemeral", is_flag=True, help="Remove the job when its last process ends.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def add_cmd(ctx: click.Context, job: str, priority: str, weight: int, mem: int | None,
-            mem_total: int | None, host_pinned: int | None, device: DeviceArg, ephemeral: bool,
-            as_json: bool) -> None:
+            mem_total: int | None, mem_fixed: bool, host_pinned: int | None,
+            device: DeviceArg, ephemeral: bool, as_json: bool) -> None:
     """Register a job (for containers: then `tgs-inject cdi/k8s --job JOB`)."""
     if mem_total and priority == "production":
         fail(PROG, MEM_TOTAL_PRODUCTION)
     reply = _call(ctx, lambda c: c.register(job, priority=priority, weight=weight,
-                                            mem_quota=mem, device=device,
+                                            mem_quota=limit_value(mem), device=device,
                                             ephemeral=ephemeral, mem_total=mem_total or 0,
-                                            host_pinned_max=host_pinned or 0))
+                                            host_pinned_max=limit_value(host_pinned) or 0,
+                                            mem_fixed=mem_fixed))
     if as_json:
         _dump({k: reply[k] for k in ("job", "segment", "shim", "env") if k in reply})
     else:
@@ -188,14 +208,18 @@ def status_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--color/--no-color", default=None, help="Default: when stdout is a terminal.")
 @click.pass_context
 def top_cmd(ctx: click.Context, once: bool, interval: float, color: bool | None) -> None:
-    """A live view of GPUs and jobs (Ctrl-C quits)."""
+    """A live view of GPUs and jobs (Ctrl-C quits): the columns of `ls`; WORK/S and
+    THROTTLED are measured over the interval between frames (work units per second: 1 unit
+    = 1 GPU thread launched)."""
     tty = sys.stdout.isatty()
     color = tty if color is None else color
+    meter = Meter()
     try:
         while True:
             st = _call(ctx, lambda c: c.status())
             jobs = _jobs(ctx, procs=False)
-            frame = top_frame(st, jobs, time.strftime("%H:%M:%S"), color)
+            measured = meter.update(jobs, time.monotonic())
+            frame = top_frame(st, jobs, time.strftime("%H:%M:%S"), color, measured)
             click.echo(frame if once or not tty else CLEAR + frame)
             if once:
                 return

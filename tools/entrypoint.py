@@ -8,11 +8,33 @@ from __future__ import annotations
 import os
 import sys
 
+from tgs.version import version
+
 from .injection import ENTRYPOINT
+
+PROG = "tgs-entrypoint"
+USAGE = f"""usage: {PROG} [--] CMD [ARGS...]
+       {PROG} --path | --version | --help
+
+Runs CMD with the TGS shim preloaded ($TGS_SHIM, default /usr/local/lib/tgs/libtgs.so) when
+that file exists; without it CMD runs unchanged. In a container the POSIX sh script itself is
+the entrypoint (no Python needed); on the host this runs it.
+
+  --path     print the script's path on the host (to mount it into a container)
+  --version  print the version
+  --         end of options (a CMD whose name starts with '-')"""
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--path"]:
+    # only a lone option is ours: `tgs-entrypoint CMD --help` passes --help on to CMD
+    args = sys.argv[1:]
+    if args in (["--help"], ["-h"]):
+        print(USAGE)
+        return
+    if args == ["--version"]:
+        print(f"{PROG} {version()}")
+        return
+    if args == ["--path"]:
         print(ENTRYPOINT)
         return
-    os.execv("/bin/sh", ["/bin/sh", str(ENTRYPOINT), *sys.argv[1:]])
+    os.execv("/bin/sh", ["/bin/sh", str(ENTRYPOINT), *args])

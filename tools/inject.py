@@ -10,13 +10,16 @@ from typing import Any
 
 import click
 from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.controller.lease import LEASE_GRACE
+
+from tgs.version import version_option
 
 from . import cdi, k8s
 from .common import client_error, controller_options, fail, make_client, unavailable
 from .elfver import vstr
 from .injection import InjectError, Plan, check_rootfs, make_plan
 from .params import DEVICES, JOB_NAME, WEIGHT, DeviceArg, Group
-from .sizes import SIZE
+from .sizes import LIMIT, limit_value
 from .supervise import SpawnError, Supervisor
 
 PROG = "tgs-inject"
@@ -65,6 +68,7 @@ preload_option = click.option(
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@version_option(PROG)
 @controller_options
 @click.pass_context
 def cli(ctx: click.Context, controller: str | None, timeout: float, server_key: str | None,
@@ -119,14 +123,17 @@ def rootfs_of(args: list[str]) -> str | None:
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
 @click.option("--weight", type=WEIGHT, default=1, show_default=True)
-@click.option("--mem", type=SIZE, default=None, help="Memory quota (default: unlimited).")
+@click.option("--mem", type=LIMIT, default=None,
+              help="Memory quota (default, 0 or 'unlimited': none).")
 @click.option("--device", type=DEVICES, default="0", show_default=True,
               metavar="IDX|UUID[,...]", help="The job's GPU, or several (one job over them).")
 @sim_option
 @preload_option
 @click.option("--print", "print_only", is_flag=True,
-              help="Print the rewritten command instead of running it (the job stays "
-                   "registered until its container's processes end, or `tgsctl rm`).")
+              help="Print the rewritten command instead of running it. Run it at once: "
+                   f"the job is dropped {LEASE_GRACE:.0f} s after this unless a process of "
+                   "the container has attached by then (then it ends with its last "
+                   "process); for a job that waits use `tgsctl add` and `tgs-inject cdi`.")
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
@@ -139,8 +146,11 @@ def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
     with Supervisor() as sup:
         name = name if name is not None else f"container-{secrets.token_hex(3)}"
         sim_mode = _sim_mode(client, sim)
+        # --print: a lease nobody takes, so that a command never run leaves no job behind
+        # (controller/lease.py: dropped LEASE_GRACE after registration if no process came)
+        lease = {"lease_uid": os.geteuid()} if print_only else {}
         reply = _call(client, "register", name, priority=priority, weight=weight,
-                      mem_quota=mem, device=device, ephemeral=True)
+                      mem_quota=limit_value(mem), device=device, ephemeral=True, **lease)
         keep = print_only or any(a in DETACH for a in rest)
         code = 2
         try:
@@ -205,25 +215,28 @@ def cdi_cmd(ctx: click.Context, job: str, out_dir: str, sim: bool | None,
 @cli.command("k8s")
 @click.option("--job", type=JOB_NAME, required=True, help="A registered job (tgsctl add JOB ...).")
 @click.option("-f", "--file", "src", type=click.File("r"), default="-", show_default=True,
-              help="Pod manifest, YAML or JSON ('-': stdin); written back in the same format.")
+              help="Manifest, YAML (one document or several) or JSON ('-': stdin); written "
+                   "back in the same format.")
 @click.option("--container", default=None, help="Patch only this container (default: all).")
 @sim_option
 @preload_option
 @click.pass_context
 def k8s_cmd(ctx: click.Context, job: str, src: Any, container: str | None,
             sim: bool | None, preload_file: bool) -> None:
-    """Patch a Pod manifest with the job's hostPath volumes, mounts and environment."""
+    """Patch a manifest's Pods and workloads' pod templates (Deployment, StatefulSet,
+    DaemonSet, ReplicaSet, Job, CronJob) with the job's hostPath volumes, mounts and
+    environment; other documents are written back unchanged."""
     try:
-        pod, fmt = k8s.load(src.read(k8s.MAX_MANIFEST + 1))
+        manifest = k8s.load(src.read(k8s.MAX_MANIFEST + 1))
     except (k8s.ManifestError, UnicodeDecodeError) as exc:
         fail(PROG, str(exc) if isinstance(exc, k8s.ManifestError) else "the manifest is not UTF-8")
     client: Client = ctx.obj
     plan = _plan(_job(client, job), _sim_mode(client, sim), preload_file)
     try:
-        k8s.patch(pod, plan, container)
+        k8s.patch(manifest, plan, container)
     except k8s.ManifestError as exc:
         fail(PROG, str(exc))
-    click.echo(k8s.dump(pod, fmt), nl=False)
+    click.echo(k8s.dump(manifest), nl=False)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import click
 from tgs.controller.protocol import MAX_DEVICES as MAX_JOB_DEVICES
 from tgs.controller.protocol import MAX_WEIGHT, NAME_RE, UUID_RE
 
-from .sizes import show
+from .sizes import SizeParam, is_bare_number, is_unit_word, show
 
 EXIT_USAGE = 2
 _INT_RE = re.compile(r"[0-9]{1,12}\Z", re.ASCII)
@@ -171,9 +171,40 @@ class _OneLineMain:
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
+def split_size(cmd: click.Command, ctx: click.Context, args: list[str]) -> str | None:
+    """`--mem 4 GiB`: click takes `4` and leaves `GiB` as an argument (for tgs-run the
+    command to run, under a 4-byte quota).  The message for a size option whose value is a
+    bare number followed by a unit word, before the command or a `--`; else None."""
+    takes_value: set[str] = set()
+    sizes: set[str] = set()
+    for p in cmd.params:
+        if isinstance(p, click.Option) and not p.is_flag and not p.count:
+            takes_value.update(p.opts)
+            if isinstance(p.type, SizeParam):
+                sizes.update(p.opts)
+    i = 0
+    while i < len(args) and args[i] != "--":
+        a, step = args[i], 1
+        opt, eq, value = a.partition("=")
+        if a in takes_value:
+            opt, value, step = a, (args[i + 1] if i + 1 < len(args) else ""), 2
+        after = args[i + step] if i + step < len(args) else ""
+        if opt in sizes and (eq or step == 2) and is_bare_number(value) and is_unit_word(after):
+            return (f"{opt} {value} {after}: write a size as one word "
+                    f"({opt} {value.strip()}{after.strip()})")
+        if not a.startswith("-") and not ctx.allow_interspersed_args:
+            return None                  # the command starts here
+        i += step
+    return None
+
+
 class Command(_OneLineMain, click.Command):
-    pass
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        msg = split_size(self, ctx, args)
+        if msg:
+            raise click.UsageError(msg, ctx)
+        return super().parse_args(ctx, args)
 
 
 class Group(_OneLineMain, click.Group):
-    pass
+    command_class = Command

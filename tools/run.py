@@ -12,6 +12,9 @@ from tgs.controller.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LeaseError
 from tgs.controller.lease import take as take_lease
 from tgs.intercept import injection_env
+from tgs.intercept.locate import prepend_path
+
+from tgs.version import version_option
 
 from .common import (
     client_error,
@@ -23,7 +26,7 @@ from .common import (
     unavailable,
 )
 from .params import EXIT_WRAPPER, JOB_NAME, WEIGHT, Command, DeviceArg
-from .sizes import SIZE
+from .sizes import LIMIT, SIZE, limit_value
 from .supervise import SpawnError, Supervisor
 
 PROG = "tgs-run"
@@ -31,10 +34,15 @@ PROG = "tgs-run"
 
 def job_env(base: Mapping[str, str], reply_env: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: ours plus the register reply's, through the exported
-    injection_env (the reply's LD_PRELOAD prepended, or our shim when it names none)."""
-    rest = {k: v for k, v in reply_env.items() if k != "LD_PRELOAD"}
+    injection_env (the reply's LD_PRELOAD prepended, or our shim when it names none; a
+    simulating controller's LD_LIBRARY_PATH prepended too, its TGS_SIM_STATE taken as is: the
+    job runs on the GPUs the controller serves)."""
+    rest = {k: v for k, v in reply_env.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     env = injection_env(rest.get("TGS_SEGMENT"), reply_env.get("LD_PRELOAD"), base)
     env.update(rest)
+    if reply_env.get("LD_LIBRARY_PATH"):
+        env["LD_LIBRARY_PATH"] = prepend_path(env.get("LD_LIBRARY_PATH", ""),
+                                              reply_env["LD_LIBRARY_PATH"])
     return env
 
 
@@ -44,24 +52,31 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
 
 @click.command(PROG, cls=Command, context_settings={"help_option_names": ["-h", "--help"],
                                             "allow_interspersed_args": False})
+@version_option(PROG)
 @click.option("--name", type=JOB_NAME,
               help="Job name (default: the command's basename + a random suffix).")
 @click.option("--priority", type=click.Choice(["production", "opportunistic"]),
               default="opportunistic", show_default=True)
 @click.option("--weight", type=WEIGHT, default=1, show_default=True,
               help="Share among opportunistic jobs.")
-@click.option("--mem", type=SIZE, default=None,
-              help="GPU memory quota: 512MiB, 8GiB, 8G, 1.5GiB or bytes (default: unlimited).")
+@click.option("--mem", type=LIMIT, default=None,
+              help="GPU memory quota: 512MiB, 8GiB, 8G, 1.5GiB or bytes (default, 0 or "
+                   "'unlimited': no quota).")
 @click.option("--mem-total", type=SIZE, default=None,
               help="Oversubscription (opportunistic jobs): what the job may hold in all, on "
                    "the GPU or in host memory; --mem is then what it may keep resident.")
+@click.option("--mem-fixed", is_flag=True,
+              help="Opportunistic jobs: keep the job's allocations in device memory (by "
+                   "default they are evictable: production takes their place, they move to "
+                   "host memory; docs/oversubscription.md).")
 @placement_options
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total: int | None,
-        host_pinned: int | None, device: DeviceArg, standalone: bool, controller: str | None,
+        mem_fixed: bool, host_pinned: int | None, device: DeviceArg, standalone: bool,
+        controller: str | None,
         timeout: float, server_key: str | None, client_key: str | None,
         cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
@@ -70,6 +85,7 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total
     tree (its lease, inherited by every process CMD starts; see docs/usage.md), CMD runs
     with the shim preloaded, signals reach CMD, and CMD's exit status is returned (128+N
     when signal N killed it); tgs-run's own failures exit 125, a CMD that cannot run 126/127."""
+    mem, host_pinned = limit_value(mem), limit_value(host_pinned)
     if mem_total and priority == "production":
         fail(PROG, "--mem-total (oversubscription) is for opportunistic jobs only: "
              "production memory stays on the GPU")
@@ -81,13 +97,13 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total
         keys = (server_key, client_key)
         mems = (mem, mem_total or 0, host_pinned or 0)
         sys.exit(_run(sup, name, priority, weight, mems, device, standalone,
-                      controller, timeout, keys, list(cmd)))
+                      controller, timeout, keys, list(cmd), mem_fixed))
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
          mems: tuple[int | None, int, int], device: DeviceArg, standalone: bool,
          controller: str | None, timeout: float, keys: tuple[str | None, str | None],
-         cmd: list[str]) -> int:
+         cmd: list[str], mem_fixed: bool = False) -> int:
     mem, mem_total, host_pinned = mems
     if standalone:
         try:
@@ -100,7 +116,8 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
     try:
         reply = client.register(name, priority=priority, weight=weight, mem_quota=mem,
                                 device=device, ephemeral=True, lease_uid=os.geteuid(),
-                                mem_total=mem_total, host_pinned_max=host_pinned)
+                                mem_total=mem_total, host_pinned_max=host_pinned,
+                                mem_fixed=mem_fixed)
     except ControllerUnavailable as exc:
         client.close()
         unavailable(PROG, exc, " (or use --standalone for a static quota)")

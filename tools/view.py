@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .jobview import Measured, amount, job_table, job_warnings, legend
 from .sizes import format_size
 
 CLEAR = "\x1b[H\x1b[2J"
@@ -26,15 +27,6 @@ def job_processes(segment: str | None) -> list[dict[str, Any]]:
         return []
 
 
-def _rate(value: float | None) -> str:
-    if value is None:
-        return "unlimited"
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= div:
-            return f"{value / div:.1f}{unit}/s"
-    return f"{value:.0f}/s"
-
-
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
@@ -43,44 +35,27 @@ def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     return out
 
 
-JOB_HEADER = ["NAME", "PRIORITY", "W", "DEV", "PROCS", "MEM USED/QUOTA", "RATE",
-              "WORK/S", "THROTTLED", "STATE"]
-
-
-def _devices(job: dict[str, Any]) -> str:
-    """The job's GPU, or its GPUs in order ("0,1") for a multi-device job."""
-    parts = job.get("devices") or []
-    if len(parts) > 1:
-        return ",".join(str(d.get("device", "?")) for d in parts)
-    return str(job.get("device", "?"))
-
-
-def job_rows(jobs: list[dict[str, Any]]) -> list[list[str]]:
-    rows = []
-    for j in sorted(jobs, key=lambda j: (j.get("device", 0), j["priority"], j["name"])):
-        rows.append([
-            j["name"], j["priority"], str(j["weight"]), _devices(j),
-            str(j.get("processes", 0)),
-            f"{format_size(j.get('mem_used', 0))}/{format_size(j.get('mem_quota'))}",
-            _rate(j.get("rate")), _rate(j.get("work_rate", 0.0)).removesuffix("/s"),
-            f"{100 * (j.get('throttled_frac') or 0):.0f}%", j.get("state", "?"),
-        ])
-    return rows
-
-
-def jobs_text(jobs: list[dict[str, Any]], procs: bool = True) -> str:
+def jobs_text(jobs: list[dict[str, Any]], procs: bool = True, notes: bool = True) -> str:
+    """The job table; with notes, the warnings of damaged or tampered segments and the
+    legend (units, CONTROL, RATE)."""
     if not jobs:
         return "no jobs"
-    lines = _table(job_rows(jobs), JOB_HEADER)
+    header, rows = job_table(jobs)
+    lines = _table(rows, header)
     if procs:
         for j in jobs:
             for p in j.get("process_list", []):
                 lines.append(f"  {j['name']}: pid {p['pid']} ({p['comm']}) "
                              f"{format_size(p['mem_used'])}")
+    if notes:
+        lines += [f"WARNING {w}" for w in job_warnings(jobs)] + ["", *legend()]
     return "\n".join(lines)
 
 
-def devices_rows(status: dict[str, Any], jobs: list[dict[str, Any]]) -> list[list[str]]:
+def devices_rows(status: dict[str, Any], jobs: list[dict[str, Any]],
+                 measured: Measured | None = None) -> list[list[str]]:
+    """One row per GPU; `measured` (top): work rates over the last frame, by job part."""
+    measured = measured or {}
     rows = []
     gpus = {g.get("index"): g for g in status.get("gpus", [])}
     for d in status.get("devices", []):
@@ -88,12 +63,13 @@ def devices_rows(status: dict[str, Any], jobs: list[dict[str, Any]]) -> list[lis
         mine = [u for j in jobs for u in (j.get("devices") or [j])
                 if u.get("device") == d["index"]]
         used = sum(j.get("mem_used", 0) for j in mine)
-        work = sum(j.get("work_rate", 0.0) for j in mine)
+        work = sum(measured.get(u.get("name", ""), (u.get("work_rate") or 0.0, 0))[0]
+                   for u in mine)
         util = gpus.get(d["index"], {}).get("utilization")
         rows.append([str(d["index"]), d["name"], d["uuid"], d["kind"],
                      f"{format_size(used)}/{format_size(d['mem_total'])}",
                      "-" if util is None else f"{100 * util:.0f}%",
-                     str(len(mine)), _rate(work).removesuffix("/s")])
+                     str(len(mine)), amount(work)])
     return rows
 
 
@@ -107,8 +83,16 @@ def unmanaged_lines(status: dict[str, Any]) -> list[str]:
             out.append(f"GPU {g.get('index')}: pid {p.get('pid')} ({p.get('comm') or '?'}) uses "
                        f"the GPU without the TGS shim: mem "
                        f"{'?' if mem is None else format_size(mem)}, GPU time "
-                       f"{'?' if share is None else f'{100 * share:.0f}%'} (not limited)")
+                       f"{'?' if share is None else f'{100 * share:.0f}%'} (not limited)"
+                       + _action(p))
     return out
+
+
+def _action(p: dict[str, Any]) -> str:
+    """--on-bypass: what the controller did to it, and why (its job's container)."""
+    done = {"stop": "stopped (SIGSTOP)", "kill": "killed (SIGKILL)",
+            "failed": "signal failed"}.get(p.get("action") or "")
+    return f"; {done} by TGS: in job {p.get('job')}'s container" if done else ""
 
 
 DEV_HEADER = ["GPU", "NAME", "UUID", "KIND", "MEM (JOBS)/TOTAL", "UTIL", "JOBS", "WORK/S"]
@@ -131,12 +115,17 @@ def status_text(status: dict[str, Any], jobs: list[dict[str, Any]]) -> str:
 
 
 def top_frame(status: dict[str, Any], jobs: list[dict[str, Any]], when: str,
-              color: bool = True) -> str:
+              color: bool = True, measured: Measured | None = None) -> str:
+    """One frame; `measured` (Meter): work rates over the last interval instead of the last
+    period's."""
     b, d, r = (BOLD, DIM, RESET) if color else ("", "", "")
     head = (f"{b}tgsctl top{r}  {when}  policy {status.get('policy')}  "
             f"period {status.get('period_ms')} ms  jobs {len(jobs)}  {d}(Ctrl-C quits){r}")
-    gpu = _table(devices_rows(status, jobs), DEV_HEADER)
-    job = _table(job_rows(jobs), JOB_HEADER) if jobs else ["no jobs"]
+    gpu = _table(devices_rows(status, jobs, measured), DEV_HEADER)
+    header, rows = job_table(jobs, measured)
+    job = _table(rows, header) if jobs else ["no jobs"]
     warn = [f"{b}WARNING{r} {w}" for w in unmanaged_lines(status)]
+    jwarn = [f"{b}WARNING{r} {w}" for w in job_warnings(jobs)]
+    over = " since the last frame" if measured else " last period"
     return "\n".join([head, "", f"{b}{gpu[0]}{r}", *gpu[1:], *warn, "", f"{b}{job[0]}{r}",
-                      *job[1:]])
+                      *job[1:], *jwarn, "", *(f"{d}{ln}{r}" for ln in legend(over))])

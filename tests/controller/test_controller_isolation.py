@@ -206,3 +206,32 @@ def test_lying_counters_are_limited_not_believed(tmp_path: Path) -> None:
                 assert j["segment_damaged"] is None
         finally:
             stop(holder)
+
+
+def test_slots_marked_free_by_their_tenant_stay_live(tmp_path: Path) -> None:
+    """Issue 21 attack 2: the tenant writes FREE into the state words of its live processes'
+    slots.  A held slot lock is the kernel's word: the slots stay live (their work counted) and
+    the job is flagged, until the processes are gone."""
+    from tgs.intercept import segment as S
+
+    with daemon(tmp_path) as d:
+        c = d.client()
+        seg_path = c.register("hider")["segment"]
+        procs = [start_fake_proc(seg_path) for _ in range(2)]
+        try:
+            assert wait_for(lambda: c.list()[0].get("processes") == 2)
+            assert c.list()[0].get("segment_tampered") is None
+            with S.open_segment(seg_path) as seg:
+                for i in range(seg.nslots):
+                    seg.tenant_slot(i).state = S.SLOT_FREE
+            assert wait_for(lambda: c.list()[0].get("segment_tampered") is not None)
+            w0 = c.list()[0]["work_total"]
+            time.sleep(0.5)
+            j = c.list()[0]
+            assert j["processes"] == 2 and j["work_total"] > w0        # still seen, counted
+            assert "marked free" in j["segment_tampered"] and j["segment_lies"] == 2
+        finally:
+            for p in procs:
+                stop(p)
+        assert wait_for(lambda: c.list()[0].get("segment_tampered") is None)
+        assert c.list()[0]["processes"] == 0

@@ -12,13 +12,23 @@ every MAX_SILENCE_S.  See docs/security.md for the threat model.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
-from hostile_stage import ATTACKERS, BASELINE_S, OPP, PROD, IdleProcess, Runner, Stage
+from hostile_stage import (
+    ATTACKERS,
+    BASELINE_S,
+    OPP,
+    PROD,
+    IdleProcess,
+    Runner,
+    Stage,
+    kill_proc,
+)
 from hostile_window import Outcome, measure
 from tgs.intercept.header import const
 from tgs.intercept.segment import RATE_UNLIMITED
@@ -172,6 +182,7 @@ class Lie:
     runs: bool = False             # the attacker runs flat out in both windows
     opp_entitled: bool = False
     v1: bool = False               # succeeds on segment v1 (see v1_fails)
+    flagged: bool = False          # the controller must flag the attacker's job (segment_lies)
 
 
 LIES = [
@@ -193,6 +204,8 @@ LIES = [
     Lie("prod-erases-its-gap-history", "prod",
         [[BUSY, 0], [["gap_pred_ns"], 0], [["idle_since_ns"], 0]], v1=True),
     Lie("opp-erases-gap-history", "opp", [[["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
+    # issue 21 attack 2: its running processes' slots marked free, to be seen as no work
+    Lie("opp-hides-its-processes", "opp", [[["state"], 0]], runs=True, flagged=True),
 ]
 
 
@@ -218,4 +231,54 @@ def test_field_lies(stage: Stage, record: list[Outcome], lie: Lie) -> None:
     if out.skipped:
         pytest.skip(f"{lie.id}: not expressible with this layout ({out.skipped})")
     _check([out])
+    if lie.flagged:
+        assert (stage.jobs()[job].get("segment_lies") or 0) > 0, stage.jobs()[job]
+
+
+class RefusedProcess:
+    """Issue 21 attack 1: once the tenant holds every slot lock of its job, a new process of
+    the job starts flat out; it must not run without the job's limits (the shim refuses its
+    CUDA work after TGS_SLOT_WAIT_MS)."""
+
+    def __init__(self, stage: Stage, job: str) -> None:
+        self.stage, self.job = stage, job
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.err = stage.dir / f"{job}-refused.err"
+
+    def __call__(self) -> Callable[[], None]:
+        def start() -> None:
+            spec = replace(OPP, name=f"{self.job}-refused")
+            with open(self.err, "wb") as e:
+                # a wait shorter than the attack window, so that it ends inside it
+                env = dict(self.stage.envs[self.job], TGS_SLOT_WAIT_MS="500")
+                self.proc = subprocess.Popen(spec.argv(), stdout=subprocess.DEVNULL, stderr=e,
+                                             stdin=subprocess.DEVNULL, env=env)
+        return start
+
+    def close(self) -> None:
+        kill_proc(self.proc)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_slot_locked_refuses_new_processes(stage: Stage, record: list[Outcome],
+                                                 role: str) -> None:
+    job = ATTACKERS[role]
+    stage.ensure()
+    files = stage.files(job)
+    refused = RefusedProcess(stage, job)
+    try:
+        out = measure(stage, job, "slots locked, new process", "its .seg",
+                      {"op": "ofd_locks", "rw": files.rw, "ro": files.ro}, files.rw,
+                      around=refused)
+        record.append(out)
+        _check([out])
+        # refused inside the window (its stderr says so once), or still running, refused
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "refused" not in refused.err.read_text(
+                errors="replace") and refused.proc is not None and refused.proc.poll() is None:
+            time.sleep(0.1)
+        err = refused.err.read_text(errors="replace")
+        assert "refused" in err and "every slot is held" in err, err[-2000:]
+    finally:
+        refused.close()
 

@@ -1,5 +1,11 @@
-"""Fail safe: bad segments and bad environment values give ONE "tgs: " line on stderr and the
-program still runs and exits 0 (pass-through, or the static TGS_MEM_LIMIT); fork re-attaches."""
+"""Fail safe where no job is registered, fail closed where one is.
+
+A missing or bad .ctl (the controller's file: no registered job here) and bad environment
+values give ONE "tgs: " line on stderr and the program still runs and exits 0 (pass-through,
+or the static TGS_MEM_LIMIT).  With a valid .ctl the job is registered, and nothing the tenant
+does to its own .seg (corrupt it, lock every slot) lets a process run without the job's limits:
+after a bounded wait (TGS_SLOT_WAIT_MS) its CUDA launches and allocations are refused, one
+line saying so.  fork re-attaches."""
 
 from __future__ import annotations
 
@@ -32,38 +38,65 @@ def _corrupt(path: Path, how: str) -> None:
     path.write_bytes(bytes(data))
 
 
+# every allocation and launch path the probe has, each refused when the job refuses the process
+REFUSED_CMDS = ("alloc:4000000", "alloc32:4096", "managed:4096", "async:4096", "pool:4096",
+                "create:2097152", "array:64:64", "array3d:16:16:4", "mipmap:64:64:2",
+                "launch:2:1:32")
+
+
+def _refused(out: list[str]) -> dict[str, int]:
+    """The probe's result code per command (after init)."""
+    return {line.split()[0]: int(line.split()[-1]) for line in out[1:]}
+
+
 @pytest.mark.parametrize(
     ("how", "needle"),
-    [("magic", "bad magic"), ("version", "version 77"), ("truncated", "truncated"),
-     ("missing", "No such file")],
+    [("magic", "bad magic"), ("version", "version 77"), ("truncated", "truncated")],
 )
-def test_bad_segment_passes_through(probe_bin: Path, job: Job, how: str, needle: str) -> None:
-    env = dict(job.env)
-    if how == "missing":
-        env["TGS_SEGMENT"] = str(job.seg.path.parent / "nope.seg")
-    else:
-        _corrupt(job.seg.path, how)
+def test_bad_segment_of_a_registered_job_fails_closed(probe_bin: Path, job: Job, how: str,
+                                                      needle: str) -> None:
+    _corrupt(job.seg.path, how)
+    env = dict(job.env, TGS_SLOT_WAIT_MS="100")
+    out, lines = _run(probe_bin, env, "init", *REFUSED_CMDS, "meminfo")
+    codes = _refused(out)
+    assert out[0] == "init 0"
+    assert all(codes[c.split(":")[0]] != 0 for c in REFUSED_CMDS), out
+    assert codes["launch"] == 800                       # CUDA_ERROR_NOT_PERMITTED
+    assert codes["alloc"] == 2                          # CUDA_ERROR_OUT_OF_MEMORY
+    assert out[-1].split()[1:3] == ["0", "0"], out      # meminfo: nothing to give
+    assert len(lines) == 1 and needle in lines[0] and "refused" in lines[0], lines
+    assert f"registered job '{job.seg.job_name}'" in lines[0], lines
+
+
+def test_segment_of_another_job_fails_closed(probe_bin: Path, job: Job) -> None:
+    """The .seg must be the same job's as the .ctl (name, slots, creation time)."""
+    other = segment.create(job.seg.path.with_name("other.seg"), "other", nslots=8)
+    other.close()
+    segment.ctl_path(job.seg.path).write_bytes(segment.ctl_path(other.path).read_bytes())
+    out, lines = _run(probe_bin, dict(job.env, TGS_SLOT_WAIT_MS="50"), "init", "alloc:4000000")
+    assert out[1] == "alloc 2"
+    assert len(lines) == 1 and "does not belong" in lines[0] and "refused" in lines[0], lines
+
+
+def test_missing_segment_passes_through(probe_bin: Path, job: Job) -> None:
+    """TGS_SEGMENT names no file and no .ctl beside it: no job here, pass-through."""
+    env = dict(job.env, TGS_SEGMENT=str(job.seg.path.parent / "nope.seg"))
     out, lines = _run(probe_bin, env, "init", "alloc:4000000", "meminfo", "launch:2:1:32")
-    assert out[1] == "alloc 0"  # no quota applies: pass-through
-    assert len(lines) == 1 and needle in lines[0], lines
+    assert out[1] == "alloc 0"
+    assert len(lines) == 1 and "No such file" in lines[0], lines
 
 
 @pytest.mark.parametrize(
     ("how", "needle"),
     [("magic", "control segment"), ("truncated", "control segment"),
-     ("missing", "control segment"), ("other_job", "does not belong")],
+     ("missing", "control segment")],
 )
 def test_bad_control_segment_passes_through(probe_bin: Path, job: Job, how: str,
                                             needle: str) -> None:
-    """The .ctl (read-only, the controller's) is checked as strictly as the .seg, and the .seg
-    must be the same job's (name, slots, creation time)."""
+    """The .ctl (read-only, the controller's) is checked as strictly as the .seg."""
     ctl = segment.ctl_path(job.seg.path)
     if how == "missing":
         ctl.unlink()
-    elif how == "other_job":
-        other = segment.create(job.seg.path.with_name("other.seg"), "other", nslots=8)
-        other.close()
-        ctl.write_bytes(segment.ctl_path(other.path).read_bytes())
     else:
         _corrupt(ctl, how)
     out, lines = _run(probe_bin, job.env, "init", "alloc:4000000", "meminfo", "launch:2:1:32")
@@ -97,12 +130,13 @@ def test_missing_pub_or_device_only_disables_gating(probe_bin: Path, tmp_path: P
         seg.close()
 
 
-def test_bad_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> None:
-    _corrupt(job.seg.path, "magic")
+def test_bad_control_segment_falls_back_to_static_limit(probe_bin: Path, job: Job) -> None:
+    _corrupt(segment.ctl_path(job.seg.path), "magic")
     env = dict(job.env, TGS_MEM_LIMIT="2M")
     out, lines = _run(probe_bin, env, "init", "alloc:1500000", "alloc:1000000")
     assert out[1:] == ["alloc 0", "alloc 2"] and len(lines) == 2
-    assert "job 'TGS_MEM_LIMIT': the memory quota refused an allocation of 1000000" in lines[1]
+    assert "standalone (TGS_MEM_LIMIT): the memory quota refused an allocation of 1000000" \
+        in lines[1]
 
 
 @pytest.mark.parametrize("value", ["lots", "12XB", "-5", "99999999999999999999G"])
@@ -112,17 +146,42 @@ def test_bad_mem_limit(probe_bin: Path, shim_env: dict[str, str], value: str) ->
     assert len(lines) == 1 and "TGS_MEM_LIMIT" in lines[0]
 
 
-def test_full_slot_table(probe_bin: Path, tmp_path: Path, shim_env: dict[str, str]) -> None:
-    seg = segment.create(tmp_path / "one.seg", "one", mem_quota=1 << 20, nslots=1)
-    env = dict(shim_env, TGS_SEGMENT=str(seg.path))
+def _holder(probe_bin: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     holder = subprocess.Popen([str(probe_bin), "init", "alloc:100", "ready"], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout is not None
+    assert [holder.stdout.readline().strip() for _ in range(3)][2] == "ready"
+    return holder
+
+
+def test_full_slot_table_fails_closed(probe_bin: Path, tmp_path: Path,
+                                      shim_env: dict[str, str]) -> None:
+    seg = segment.create(tmp_path / "one.seg", "one", mem_quota=1 << 20, nslots=1)
+    env = dict(shim_env, TGS_SEGMENT=str(seg.path), TGS_SLOT_WAIT_MS="200")
+    holder = _holder(probe_bin, env)
     try:
-        assert holder.stdout is not None
-        assert [holder.stdout.readline().strip() for _ in range(3)][2] == "ready"
-        out, lines = _run(probe_bin, env, "init", "alloc:4000000")
-        assert out[1] == "alloc 0"
-        assert len(lines) == 1 and "slots are taken" in lines[0]
+        out, lines = _run(probe_bin, env, "init", "alloc:4000000", "launch:2:1:32")
+        assert out[1] == "alloc 2" and out[2].split()[-1] == "800", out
+        assert len(lines) == 1 and "every slot is held" in lines[0] and "refused" in lines[0]
+    finally:
+        finish(holder)
+        seg.close()
+
+
+def test_a_slot_freed_within_the_wait_is_taken(probe_bin: Path, tmp_path: Path,
+                                               shim_env: dict[str, str]) -> None:
+    """The wait is for a process of the job that exits: the newcomer then runs, limited."""
+    seg = segment.create(tmp_path / "one.seg", "one", mem_quota=1 << 20, nslots=1)
+    env = dict(shim_env, TGS_SEGMENT=str(seg.path), TGS_SLOT_WAIT_MS="20000")
+    holder = _holder(probe_bin, env)
+    try:
+        late = subprocess.Popen([str(probe_bin), "init", "alloc:4000000", "alloc:1000"],
+                                env=env, text=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        finish(holder)
+        stdout, stderr = late.communicate(timeout=30)
+        assert stdout.splitlines()[1:] == ["alloc 2", "alloc 0"], (stdout, stderr)
+        assert not [ln for ln in tgs_lines(stderr) if "refused" in ln and "slot" in ln]
     finally:
         finish(holder)
         seg.close()

@@ -353,3 +353,22 @@ def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp,
         p.close()
         if other is not None:
             other.close()
+
+
+def test_small_kernels_do_not_inflate_the_cost_per_unit(probe_bin: Path, opp: Opp,
+                                                       tmp_path: Path) -> None:
+    """A PyTorch step mixes 32-thread kernels with 100k-thread ones: the small ones' time is
+    the cost of a launch, not of their threads, so the cost per unit FIT learns stays the
+    large kernels' (the simulator's 1 ns per unit) instead of growing to what 32 threads
+    over a few microseconds would say (~100 ns)."""
+    env, _, dev, _ = opp
+    trace = tmp_path / "fit.txt"
+    set_history(dev, 1_000_000_000, 950_000_000)         # gaps of 1 s: everything fits
+    go_idle(dev)
+    run_probe(probe_bin, dict(env, TGS_FIT_TRACE=str(trace)), "init", "launch:40:1:32", "sync",
+              "launch:64:200:1000", "sync", "launch:40:1:32", "sync", "launch:64:200:1000",
+              "sync")
+    ests = [float(line.split()[7]) for line in trace.read_text().splitlines()]
+    assert len(ests) == 208
+    assert 0.5 <= ests[-1] <= 2.0, ests[-1]              # ns per unit of the 200k-unit kernels
+    assert max(ests) <= 4.0, max(ests)                   # never pulled up by a small kernel

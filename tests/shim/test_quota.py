@@ -94,6 +94,20 @@ def test_static_env_limit_without_segment(probe_bin: Path, shim_env: dict[str, s
     assert out[5] == "alloc 0"
 
 
+@pytest.mark.parametrize(("value", "total"), [("1.5MiB", 3 * MiB // 2), (" 1.5 mb ", 3 * MiB // 2),
+                                              ("0", None), ("Unlimited", None)])
+def test_static_env_limit_grammar(probe_bin: Path, shim_env: dict[str, str], value: str,
+                                  total: int | None) -> None:
+    """TGS_MEM_LIMIT reads the tools' grammar (tgs/size.h): fractions, and 0 or
+    'unlimited' as no limit."""
+    out = run_probe(probe_bin, dict(shim_env, TGS_MEM_LIMIT=value), "init", "meminfo",
+                    "alloc:4000000")
+    if total is None:
+        assert int(out[1].split()[2]) > 4000000 and out[2] == "alloc 0"
+    else:
+        assert out[1].split()[2] == str(total) and out[2] == "alloc 2"
+
+
 def test_concurrent_processes_never_exceed_quota(probe_bin: Path, job: Job) -> None:
     """4 processes race 64 KiB allocations against a 1 MiB job quota."""
     chunk, quota = 65536, MiB

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tgs.intercept import simstate
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,6 +58,18 @@ def test_malformed_env_warns_and_uses_defaults(
         lines = [ln for ln in r.stderr.splitlines() if name + "=" in ln]
         assert lines, r.stderr
         assert "default" in lines[0]
+
+
+@pytest.mark.parametrize(("value", "total"), [("1.5GiB", 3 << 29), (" 2 gb", 2 << 30),
+                                              ("0", 16 << 30), ("512KiB", 16 << 30)])
+def test_sim_mem_reads_the_size_grammar(sim_progs: dict[str, Path], sim_env: dict[str, str],
+                                        value: str, total: int) -> None:
+    """TGS_SIM_MEM is a size (tgs/size.h) of at least 1MiB: 0 is refused like any bad value."""
+    r = _run(sim_progs["smoke"], dict(sim_env, TGS_SIM_MEM=value))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"total={total}" in r.stdout
+    assert ("TGS_SIM_MEM=" in r.stderr) == (total == 16 << 30), r.stderr
+    assert simstate.env_bytes(value, 16 << 30) == total
 
 
 def test_existing_state_file_wins(sim_progs: dict[str, Path], sim_env: dict[str, str]) -> None:

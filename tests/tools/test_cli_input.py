@@ -131,9 +131,9 @@ def test_k8s_bad_manifest_shape(what: str, text: str) -> None:
 def test_k8s_good_manifest_shape_passes_validation() -> None:
     """A valid manifest gets past validation (then fails on the missing controller)."""
     from tgs.tools import k8s
-    pod, fmt = k8s.load(_pod(env=[{"name": "A", "value": "1"}],
-                             volumeMounts=[{"name": "v", "mountPath": "/v"}]))
-    assert fmt == "json" and pod["kind"] == "Pod"
+    m = k8s.load(_pod(env=[{"name": "A", "value": "1"}],
+                      volumeMounts=[{"name": "v", "mountPath": "/v"}]))
+    assert m.fmt == "json" and m.docs[0]["kind"] == "Pod" and len(m.pods) == 1
 
 
 @pytest.mark.parametrize("text", BAD_SIZES)

@@ -94,7 +94,7 @@ def test_top_once_and_no_controller(ctl: Ctl, tmp_path) -> None:  # type: ignore
     assert "\x1b[" not in r.output
     r = CliRunner().invoke(ctl_mod.cli, ["--controller", str(tmp_path / "x.sock"),
                                          "--timeout", "0.5", "ls"])
-    assert r.exit_code == 2 and "tgs-controller --foreground" in r.output
+    assert r.exit_code == 2 and "start one with `tgs-controller`" in r.output
 
 
 def test_completion_script() -> None:

@@ -116,6 +116,23 @@ def test_k8s_patch_round_trips(ctl: Ctl, job: str, fmt: str) -> None:
                for c in every["spec"]["containers"])
 
 
+def test_k8s_deployment_in_a_multi_document_file(ctl: Ctl, job: str) -> None:
+    pod = yaml.safe_load(POD)
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "train"},
+              "spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": "t"}},
+                                                   "spec": pod["spec"]}}}
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "t"}, "spec": {}}
+    r = invoke(ctl, "k8s", "--job", job, "--container", "main",
+               input=yaml.safe_dump_all([svc, deploy], sort_keys=False))
+    assert r.exit_code == 0, r.output
+    got_svc, got = yaml.safe_load_all(r.output)
+    assert got_svc == svc
+    main = got["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "TGS_SEGMENT", "value": "/run/tgs/seg/web.seg"} in main["env"]
+    r = invoke(ctl, "k8s", "--job", job, input=yaml.safe_dump(svc))
+    assert r.exit_code == 2 and "Deployment" in r.output and "(got Service)" in r.output
+
+
 def test_k8s_bad_input(ctl: Ctl, job: str) -> None:
     for src, needle in [("kind: Service\nspec: {}\n", "kind: Pod"), ("{not json", "valid"),
                         (POD.replace("containers:", "initContainers:"), "containers")]:

@@ -49,7 +49,7 @@ def test_tgsctl_add_over_two_devices(ctl2: Ctl, tmp_path: Path) -> None:
             return [j.name for j in d.jobs()]
     assert wait_for(lambda: listed(0) == ["mj@0"] and listed(1) == ["mj@1"], timeout=10)
     st = ctl2.json("tgsctl", "status", "--json")
-    assert st["protocol_minor"] == 2
+    assert st["protocol_minor"] == 3
 
 
 def test_tgs_run_over_two_devices_charges_each_part(ctl2: Ctl, probes: list[Probe]) -> None:

@@ -35,8 +35,12 @@ def test_add_and_set_mem_total(ctl: Ctl) -> None:
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert ONE_LINE in r.stderr
     assert ctl.jobs()["opp"]["priority"] == "opportunistic"
+    # 0: no oversubscription, back to the default: evictable up to its quota
     assert ctl.run("tgsctl", "set", "opp", "--mem-total", "0").returncode == 0
+    assert wait_for(lambda: ctl_mem_total(ctl, "opp") == GIB, timeout=5)
+    assert ctl.run("tgsctl", "set", "opp", "--mem-fixed").returncode == 0    # device memory
     assert wait_for(lambda: ctl_mem_total(ctl, "opp") == 0, timeout=5)
+    assert ctl.jobs()["opp"]["mem_fixed"] is True
     assert ctl.run("tgsctl", "set", "opp", "--priority", "production").returncode == 0
 
 

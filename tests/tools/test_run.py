@@ -45,7 +45,7 @@ def test_cli_bad_size_and_no_controller(tmp_path: Path) -> None:
     r = CliRunner().invoke(run_mod.cli, ["--controller", str(tmp_path / "none.sock"),
                                          "--", "true"])
     assert r.exit_code == 125
-    assert "tgs-controller --foreground" in r.output and "--standalone" in r.output
+    assert "start one with `tgs-controller`" in r.output and "--standalone" in r.output
 
 
 def test_cli_needs_a_command() -> None:

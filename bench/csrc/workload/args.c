@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tgs/size.h"
 #include "workload.h"
 
 static const char wl_usage[] =
@@ -18,7 +19,7 @@ static const char wl_usage[] =
     "  --grid N --block N     explicit geometry instead of the automatic one\n"
     "  --cost-factor F        per-kernel cost factor (simulator comment; spin x F on a GPU)\n"
     "  --gap-ms G             host gap after each synchronize (default 2)\n"
-    "  --mem SIZE             device footprint (B, K/KiB, M/MiB, G/GiB, T/TiB; default 0)\n"
+    "  --mem SIZE             device footprint (512MiB, 1.5GiB, 4096; docs/usage.md; default 0)\n"
     "  --alloc-chunk SIZE     allocate the footprint in chunks of SIZE\n"
     "  --iters N | --seconds T  measured iterations, or duration (default 5 s)\n"
     "  --warmup N             iterations excluded from statistics (default 1)\n"
@@ -157,30 +158,10 @@ static double wl_num(const char *opt, const char *s, double lo, int lo_open, dou
     return v;
 }
 
+/* An amount, not a limit: 0 is 0 bytes (tgs/size.h). */
 int wl_parse_size(const char *text, uint64_t *out)
 {
-    static const struct { const char *suffix; double mult; } units[] = {
-        {"", 1.0}, {"b", 1.0}, {"k", 1024.0}, {"kib", 1024.0}, {"m", 1048576.0},
-        {"mib", 1048576.0}, {"g", 1073741824.0}, {"gib", 1073741824.0},
-        {"t", 1099511627776.0}, {"tib", 1099511627776.0},
-    };
-    char *end = NULL;
-    errno = 0;
-    if (!text || !*text || *text == '-' || *text == ' ')
-        return -1;
-    double v = strtod(text, &end);
-    if (errno || end == text || !isfinite(v) || v < 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcasecmp(end, units[i].suffix) == 0) {
-            double bytes = floor(v * units[i].mult);
-            if (bytes >= 9.2e18)
-                return -1;
-            *out = (uint64_t)bytes;
-            return 0;
-        }
-    }
-    return -1;
+    return tgs_size_parse(text, out);
 }
 
 static uint64_t wl_size(const char *opt, const char *s)

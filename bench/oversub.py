@@ -122,7 +122,8 @@ def jobs(policy: str | None, p: OvPlan, total: int, touch: str | None = None
                        managed=policy == "tgs", touch=touch)
     opp_job = JobDef("opp", OPPORTUNISTIC, opp, 0.0, p.opp_s,
                      mem_quota=int(total * OPP_QUOTA_FRAC),
-                     mem_total=total if policy == "ours" else 0)
+                     mem_total=total if policy == "ours" else 0,
+                     mem_fixed=policy != "ours")    # the baselines: memory as it was
     return [prod_job, opp_job]
 
 

@@ -30,6 +30,7 @@
  * Fork: the child has no helper thread; it is created again lazily.  Exit:
  * tgs_drain_stop asks the helper to stop and waits a bounded time.
  */
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,25 +43,37 @@
 #define DRAIN_MIN_ROUND_NS 20000ull
 #define DRAIN_MAX_ROUND_NS 200000ull
 /* The settle adapts: a launch-bound production process's GPU drains between two of its
- * launches in the middle of a step; published, such a gap ends within microseconds and makes
- * the gap history (min of the last few, fit.c) predict no room at all.  A published drain
- * whose gap ended within twice the settle doubles the settle (up to SETTLE_MAX_NS); one that
- * lasted over four times it lets the settle decay by 1/8 towards TGS_DRAIN_SETTLE_US. */
-#define SETTLE_MAX_NS 1000000ull
+ * launches in the middle of a step (the host busy in Python); published, such a gap ends
+ * within a millisecond or so and, being the shortest of the recent drain gaps, makes the next
+ * ones look as short (sync_hooks.c, gap_predict).  The helper keeps the lengths of the last
+ * SETTLE_RING gaps it published (drained to the next launch); one under a third of the
+ * longest of them is such a micro-gap, and the settle grows to 3/2 of it (up to
+ * SETTLE_MAX_NS), so the next one like it is not published; after a longer gap the settle
+ * decays by 1/128 towards TGS_DRAIN_SETTLE_US, so it follows a step that changes (one
+ * micro-gap in about 60 steps escapes as it does).  Each is a gap's start delayed by the
+ * settle: the price of not publishing micro-gaps, paid by run-ahead jobs only (a
+ * synchronize publishes its gap at once). */
+#define SETTLE_MAX_NS 2000000ull
+#define SETTLE_RING 16
 
 static void settle_learn(struct tgs_drain *d, uint64_t now)
 {
     uint64_t base = tgs_g.opt.drain_settle_ns, s = d->settle_ns;
     if (!d->drained_t || !base)
         return;
-    uint64_t lasted = now - d->drained_t;
+    uint64_t lasted = now - d->drained_t, longest = 0;
     d->drained_t = 0;
-    if (lasted < 2 * s)
-        d->settle_ns = 2 * s < SETTLE_MAX_NS ? 2 * s : SETTLE_MAX_NS;
-    else if (lasted > 4 * s && s > base)
-        d->settle_ns = s - (s - base) / 8 - 1;
-    if (d->settle_ns < base)
-        d->settle_ns = base;
+    d->lasted[d->nlasted++ % SETTLE_RING] = lasted;
+    for (int i = 0; i < SETTLE_RING; i++)
+        longest = d->lasted[i] > longest ? d->lasted[i] : longest;
+    if (3 * lasted < longest) {
+        uint64_t want = lasted + lasted / 2;
+        if (want > s)
+            s = want < SETTLE_MAX_NS ? want : SETTLE_MAX_NS;
+    } else if (s > base) {
+        s -= (s - base) / 128 + 1;
+    }
+    d->settle_ns = s < base ? base : s;
 }
 
 /* The per-thread default stream cannot be named from another thread. */
@@ -309,6 +322,8 @@ void tgs_drain_reset(void)
     d->ctx = NULL;
     d->idles = 0;
     d->settle_ns = d->drained_t = 0;
+    d->nlasted = 0;
+    memset(d->lasted, 0, sizeof(d->lasted));
 }
 
 void tgs_drain_stop(void)

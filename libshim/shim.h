@@ -193,6 +193,20 @@ struct tgs_drain {
     uint64_t idles;             /* busy->idle transitions published by the helper */
     uint64_t settle_ns;         /* how long drained before idle is published (adaptive) */
     uint64_t drained_t;         /* when the last published drain was first seen (0: none) */
+    uint64_t lasted[16];        /* SETTLE_RING (drain.c): the last published drains: first seen to the next launch */
+    uint32_t nlasted;
+};
+
+/* A production process's own record of the gaps it started, by how they started
+ * (sync_hooks.c): a synchronize returning, or the drain helper.  The prediction a gap
+ * gets is the shortest recent gap of its own kind, so the drain helper's short gaps in
+ * the middle of a step do not shorten the prediction of the gaps at its end. */
+enum { TGS_GAP_SYNC = 0, TGS_GAP_DRAIN = 1, TGS_GAP_KINDS = 2, TGS_GAP_OTHER = 2 };
+struct tgs_gap_kinds {
+    uint64_t ring[TGS_GAP_KINDS][TGS_GAP_RING];
+    uint32_t next[TGS_GAP_KINDS];
+    uint64_t seq;               /* the busy_seq of the gap this process started (+1) */
+    int kind;                   /* how it started */
 };
 
 /* Other jobs' publish pages and the device segment, mapped read-only into a
@@ -288,6 +302,7 @@ struct tgs_global {
     uint64_t last_event_seq;
     struct tgs_fit fit;
     struct tgs_drain drain;
+    struct tgs_gap_kinds gaps;
 
     /* stream capture (capture.c): capture sequences begun and not yet ended,
      * as seen by the begin/end hooks (relaxed; nonzero sends launches to the

@@ -38,26 +38,46 @@ bool tgs_gate_on(void)
     return false;
 }
 
-/* Production went busy job-wide: the gap that just ended joins the ring and
- * the prediction becomes its minimum less the margin (conservative: a gap
- * shorter than any recent one is what hurts production). */
+static uint64_t shortest(const uint64_t *ring, int atomic)
+{
+    uint64_t lo = UINT64_MAX;
+    for (int k = 0; k < TGS_GAP_RING; k++) {
+        uint64_t g = atomic ? __atomic_load_n(&ring[k], __ATOMIC_RELAXED) : ring[k];
+        if (g && g < lo)
+            lo = g;
+    }
+    return lo;
+}
+
+/* The prediction for a gap starting now, begun the way `kind` says: the shortest recent
+ * gap of that kind (of any kind, from the pub's ring, while this process has none) less the
+ * margin; conservative: a gap shorter than any recent one is what hurts production. */
+static void gap_predict(struct tgs_pub *d, int kind)
+{
+    uint64_t lo = kind < TGS_GAP_KINDS ? shortest(tgs_g.gaps.ring[kind], 0) : UINT64_MAX;
+    if (lo == UINT64_MAX)
+        lo = shortest(d->gap_ns, 1);
+    if (lo == UINT64_MAX)
+        return;                      /* no history: FIT acts as WAIT */
+    uint64_t margin = lo / 50 + GAP_MARGIN_NS;
+    __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
+}
+
+/* Production went busy job-wide: the gap that just ended joins the pub's ring (and the
+ * ring of its kind, when this process started it). */
 static void gap_note(struct tgs_pub *d)
 {
     uint64_t now = tgs_now_ns();
     uint64_t idle = __atomic_load_n(&d->idle_since_ns, __ATOMIC_ACQUIRE);
-    __atomic_add_fetch(&d->busy_seq, 1, __ATOMIC_RELEASE);
+    uint64_t seq = __atomic_add_fetch(&d->busy_seq, 1, __ATOMIC_RELEASE);
     if (!idle || now <= idle || now - idle > GAP_ABSURD_NS)
         return;
     uint64_t i = __atomic_fetch_add(&d->gap_idx, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&d->gap_ns[i % TGS_GAP_RING], now - idle, __ATOMIC_RELAXED);
-    uint64_t lo = UINT64_MAX;
-    for (int k = 0; k < TGS_GAP_RING; k++) {
-        uint64_t g = __atomic_load_n(&d->gap_ns[k], __ATOMIC_RELAXED);
-        if (g && g < lo)
-            lo = g;
-    }
-    uint64_t margin = lo / 50 + GAP_MARGIN_NS;
-    __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
+    struct tgs_gap_kinds *g = &tgs_g.gaps;
+    if (g->seq == seq && g->kind < TGS_GAP_KINDS)
+        g->ring[g->kind][g->next[g->kind]++ % TGS_GAP_RING] = now - idle;
+    gap_predict(d, TGS_GAP_OTHER);   /* until the next gap says how it began */
 }
 
 /* The job just went idle: wake opportunistic shims waiting for it at once. */
@@ -131,15 +151,20 @@ void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream)
 }
 
 /* One busy count goes away (ours, or a dead process's): never below zero;
- * the 1 -> 0 change starts a gap and wakes the waiters. */
-static void drop_busy(struct tgs_pub *d)
+ * the 1 -> 0 change starts a gap (its prediction by how it began) and wakes the
+ * waiters. */
+static void drop_busy(struct tgs_pub *d, int kind)
 {
     uint64_t now = tgs_now_ns();
     uint64_t v = __atomic_load_n(&d->busy, __ATOMIC_RELAXED);
     while (v > 0) {
-        /* before the change: whoever sees 0 also sees this gap's start */
-        if (v == 1)
+        /* before the change: whoever sees 0 also sees this gap's start and prediction */
+        if (v == 1) {
+            gap_predict(d, kind);
+            tgs_g.gaps.kind = kind;
+            tgs_g.gaps.seq = __atomic_load_n(&d->busy_seq, __ATOMIC_ACQUIRE) + 1;
             __atomic_store_n(&d->idle_since_ns, now, __ATOMIC_RELEASE);
+        }
         if (__atomic_compare_exchange_n(&d->busy, &v, v - 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
             if (v == 1)
@@ -152,7 +177,7 @@ static void drop_busy(struct tgs_pub *d)
 void tgs_pub_drop_busy(void)
 {
     if (tgs_g.pub)
-        drop_busy(tgs_g.pub);
+        drop_busy(tgs_g.pub, TGS_GAP_OTHER);
 }
 
 void tgs_gate_idle(void)
@@ -164,7 +189,7 @@ void tgs_gate_idle(void)
     if (tgs_g.slot)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
     if (tgs_g.pub)
-        drop_busy(tgs_g.pub);
+        drop_busy(tgs_g.pub, TGS_GAP_SYNC);
 }
 
 /* The drain helper (drain.c) saw the tails of every stream launched on complete, and no
@@ -184,7 +209,7 @@ int tgs_gate_idle_drained(uint64_t seq0)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
     }
     if (tgs_g.pub)
-        drop_busy(tgs_g.pub);
+        drop_busy(tgs_g.pub, TGS_GAP_DRAIN);
     return 1;
 }
 

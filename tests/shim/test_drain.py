@@ -219,3 +219,19 @@ def test_exit_with_work_queued_does_not_hang(drain_bin: Path, prod: Prod) -> Non
     assert lines == ["init 0", "kick 0"]
     assert time.monotonic() - t0 < 25
     assert prod.pub.busy == 0
+
+
+@pytest.mark.parametrize("settle_us", [None, "0"])
+def test_micro_gaps_of_a_step_stop_being_published(drain_bin: Path, prod: Prod,
+                                                   settle_us: str | None) -> None:
+    """Each run-ahead step leaves the GPU idle twice: 0.6 ms in the middle (host time between
+    two launches) and 6 ms at its end.  The adaptive settle learns that the short ones are not
+    gaps worth publishing: over 60 steps far fewer than the 120 drains are published.  With
+    TGS_DRAIN_SETTLE_US=0 (no settle) every drain is published: the control."""
+    env = prod.env if settle_us is None else dict(prod.env, TGS_DRAIN_SETTLE_US=settle_us)
+    run_probe(drain_bin, env, "init", "steps:60:200:800:6000", "sync")
+    published = int(prod.pub.view.busy_seq)
+    if settle_us is None:
+        assert published <= 60 * 1.4, published
+    else:
+        assert published >= 60 * 1.8, published

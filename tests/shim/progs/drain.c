@@ -10,6 +10,9 @@
  *   ready             prints "ready", waits for a line on stdin
  *   fork:CMD          fork; the child runs CMD (one of these commands, or "none") and exits
  *                     through exit(); the parent waits for it: "fork <child exit status>"
+ *   steps:N:G:P:W     N run-ahead steps, no synchronize: a G us kernel, P us of host time
+ *                     (the GPU drains: a micro-gap), another G us kernel, W us of host
+ *                     time (the step's real gap): "steps <rc>"
  *   sync              cuCtxSynchronize: "sync <rc>"
  *   quit              exit(0) at once, whatever is queued
  */
@@ -53,6 +56,16 @@ static int cmd(const char *c)
             r = cuLaunchKernel(fn, (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1, 0, s,
                                NULL, NULL);
         printf("kick %d\n", r);
+    } else if (!strncmp(c, "steps:", 6)) {
+        unsigned long long g = arg(c, 2);
+        for (unsigned long long i = 0; i < arg(c, 1) && !r; i++) {
+            r = cuLaunchKernel(fn, (unsigned)g, 1, 1, 1000, 1, 1, 0, NULL, NULL, NULL);
+            usleep((useconds_t)arg(c, 3));
+            if (!r)
+                r = cuLaunchKernel(fn, (unsigned)g, 1, 1, 1000, 1, 1, 0, NULL, NULL, NULL);
+            usleep((useconds_t)arg(c, 4));
+        }
+        printf("steps %d\n", r);
     } else if (!strncmp(c, "mark:", 5)) {
         printf("mark %d\n", cuEventRecord(old, stream(arg(c, 1))));
     } else if (!strcmp(c, "waitold")) {

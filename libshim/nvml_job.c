@@ -7,7 +7,6 @@
  * like any process of it.
  */
 #include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,8 +19,8 @@
 static struct tgs_slot *job_slot(void)
 {
     if (!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE)) {
-        const char *seg = getenv("TGS_SEGMENT");
-        if (!seg || !seg[0])
+        tgs_options_load();
+        if (!tgs_g.opt.segment_path[0])
             return NULL;
     }
     return tgs_slot();
@@ -103,8 +102,8 @@ int tgs_nvml_part(const char *uuid, struct tgs_nvml_job *j, unsigned int *pids,
                   unsigned long long *bytes, unsigned int max, unsigned int *n)
 {
     if (!__atomic_load_n(&tgs_g.ready, __ATOMIC_ACQUIRE)) {
-        const char *parts = getenv("TGS_PARTS");
-        if (!parts || !parts[0])
+        tgs_options_load();
+        if (!tgs_g.opt.parts[0])
             return 0;
         tgs_ensure_init();
     }

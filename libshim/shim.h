@@ -62,7 +62,7 @@ enum tgs_hook_id {
 
 enum tgs_log_level { TGS_LOG_ERROR = 0, TGS_LOG_WARN, TGS_LOG_INFO, TGS_LOG_DEBUG };
 
-/* What the environment said, read once (options.c). */
+/* What the environment said, read once (options.c: its TGS_OPTIONS table). */
 /* TGS_FIT_BUDGET: 0 = no overrun budget; gap = it governs only FIT's start-of-gap rule;
  * default = also the starvation bound (fit.c) */
 enum { TGS_FIT_BUDGET_OFF = 0, TGS_FIT_BUDGET_GAP = 1, TGS_FIT_BUDGET_BOUND = 2 };
@@ -252,6 +252,7 @@ struct tgs_nvml {
 struct tgs_global {
     pthread_once_t once;
     int ready;                  /* init done (acquire/release) */
+    pthread_once_t opt_once;    /* tgs_options_load (options.c) */
     struct tgs_options opt;
     struct tgs_real real;
     void *(*real_dlsym)(void *, const char *);
@@ -339,7 +340,9 @@ void tgs_sleep_ns(uint64_t ns);
 
 /* log.c, options.c */
 void tgs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tgs_options_load(struct tgs_options *o);
+/* Reads every TGS_* variable into tgs_g.opt, once (later calls return at once); init does,
+ * and so does an NVML hook that must know the job before deciding to initialize. */
+void tgs_options_load(void);
 
 /* real.c */
 void tgs_real_bootstrap(void);

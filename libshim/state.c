@@ -8,6 +8,7 @@
 
 struct tgs_global tgs_g = {
     .once = PTHREAD_ONCE_INIT,
+    .opt_once = PTHREAD_ONCE_INIT,
     .attach_mu = PTHREAD_MUTEX_INITIALIZER,
     .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
     .inflight_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -43,7 +44,7 @@ void tgs_sleep_ns(uint64_t ns)
 static void tgs_init_once(void)
 {
     tgs_tls.in_init = 1;
-    tgs_options_load(&tgs_g.opt);
+    tgs_options_load();
     tgs_real_bootstrap();
     tgs_real_open();
     tgs_hooks_resolve_real();

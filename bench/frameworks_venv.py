@@ -15,6 +15,7 @@ never turns into a skip.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -52,6 +53,21 @@ def torch_python() -> str:
     if importlib.util.find_spec("torch") is None and ready():
         return str(python())
     return sys.executable
+
+
+@functools.cache
+def torch_available() -> str | None:
+    """None when torch_python() imports torch, else why not (one line); asked once (the
+    import takes seconds)."""
+    py = torch_python()
+    try:
+        res = subprocess.run([py, "-c", "import torch"], capture_output=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{py} does not import torch ({exc.__class__.__name__})"
+    if res.returncode != 0:
+        return f"{py} has no PyTorch (make frameworks installs the frameworks venv)"
+    return None
 
 
 def _stamp() -> Path:

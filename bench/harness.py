@@ -9,6 +9,7 @@ started here is stopped by its pid and every directory removed, also on errors a
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import shutil
 import signal
@@ -24,7 +25,7 @@ from typing import Any
 from tgs.bench.frameworks_venv import torch_python
 from tgs.bench.gpu import BusySeries, job_env, make_sampler
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
-from tgs.bench.scenarios import JobDef
+from tgs.bench.scenarios import TORCH_PROGRAMS, JobDef
 from tgs.bench.workload import ProgressRecord, parse_events, parse_output
 from tgs.controller.client import Client, ControllerUnavailable
 
@@ -174,21 +175,30 @@ def numba_argv(job: JobDef) -> list[str]:
     return argv + ["--seconds", repr(float(spec.seconds if spec.seconds else job.seconds))]
 
 
+def torch_argv(job: JobDef) -> list[str]:
+    """The job's PyTorch program, by path, with the interpreter that has PyTorch (the
+    frameworks venv on this machine), its options, and --go-signal: it warms up, says `ready`
+    and waits for the harness's SIGUSR1 to start its run (run_jobs)."""
+    assert job.torch is not None
+    prog = Path(__file__).with_name(TORCH_PROGRAMS[job.torch.program])
+    return [torch_python(), str(prog), "--name", job.name, "--seconds", repr(float(job.seconds)),
+            "--report-ms", repr(float(job.spec.report_ms or 0)), "--go-signal",
+            *job.torch.argv()]
+
+
+def torch_caches(work: Path) -> dict[str, str]:
+    """PyTorch's compile caches inside the suite's work folder (removed with it), not under
+    $TMPDIR where torch would leave them."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(work / "torch-cache" / "inductor"),
+            "TRITON_CACHE_DIR": str(work / "torch-cache" / "triton")}
+
+
 def job_argv(job: JobDef) -> list[str]:
-    if job.numba and not job.torch:
+    if job.torch is not None:
+        return torch_argv(job)
+    if job.numba:
         return numba_argv(job)
-    if not job.torch:
-        return job.spec.argv()
-    spec = job.spec
-    # by path, with the interpreter that has PyTorch (the frameworks venv on this machine)
-    argv = [torch_python(), str(Path(__file__).with_name("torch_train.py")), "--name", job.name,
-            "--seconds", repr(float(job.seconds)), "--gap-ms", repr(float(spec.gap_ms)),
-            "--report-ms", repr(float(spec.report_ms or 0))]
-    if spec.phases:
-        argv += ["--phases", ",".join(f"{g!r}:{s!r}" for g, s in spec.phases)]
-    if not job.production:
-        argv += ["--hidden", "4096"]     # a heavier, saturating job
-    return argv
+    return job.spec.argv()
 
 
 def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.Popen[bytes],
@@ -210,6 +220,8 @@ def _collect(run: JobRun, out: Path, err: Path) -> None:
     start, summary, progress, error = parse_output(text)
     run.start, run.summary, run.progress = start, summary, progress
     run.events = parse_events(text)
+    if run.error is not None:
+        return      # the harness's own finding (not ready in time)
     if error is not None:
         run.error = str(error.get("error"))
     elif summary is None and run.stopped and run.role != "production":
@@ -230,6 +242,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
     logdir.mkdir(parents=True, exist_ok=True)
     sim_state = work / f"sim-{scenario}-{label.replace(':', '-')}" if gpu == "sim" else None
     env = {**job_env(gpu, sim_state), **(extra_env or {})}
+    if any(j.torch is not None for j in jobs):
+        env = {**torch_caches(work), **env}     # the user's own cache settings win
     procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     runs = {j.name: JobRun(j.name, j.role, j.weight, j.start_s) for j in jobs}
     sampler = make_sampler(gpu, sim_state)
@@ -255,16 +269,34 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
                 quota = j.mem_quota if j.mem_quota is not None else \
                     PROD_QUOTA if j.production else None
                 reply = client.register(j.name, priority=j.role, weight=j.weight,
-                                        mem_quota=quota, mem_total=j.mem_total)
+                                        mem_quota=quota, mem_total=j.mem_total,
+                                        mem_fixed=j.mem_fixed)
                 envs[j.name] = {**env, **reply["env"]}
         sampler.start()
         stack.callback(sampler.stop)
         if mem_sampler is not None:
             mem_sampler.start()
             stack.callback(mem_sampler.stop)
+        # PyTorch jobs start first and warm up (import, CUDA context, cuBLAS: seconds); the
+        # run's clock starts once all are ready, and each one's run starts on a signal at its
+        # scheduled time, so the schedule holds however long the warm-up took.  They warm up
+        # in the order of their start times, each group ready before the next comes (as on
+        # the schedule: under `tgs` an opportunistic job warming up next to a live production
+        # job is held at one launch per 50 ms while the law profiles, and may never be ready)
+        early = sorted((j for j in jobs if j.torch is not None), key=lambda j: j.start_s)
+        for _, group in itertools.groupby(early, key=lambda j: j.start_s):
+            names = []
+            for j in group:
+                procs[j.name] = _launch(j, envs[j.name], logdir)
+                runs[j.name].pid = procs[j.name][0].pid
+                names.append(j.name)
+            _wait_ready(procs, runs, names)
         t0 = time.monotonic() + 0.2
         for j in sorted(jobs, key=lambda j: j.start_s):
             time.sleep(max(0.0, t0 + j.start_s - time.monotonic()))
+            if j.torch is not None:
+                _go(procs[j.name][0])
+                continue
             procs[j.name] = _launch(j, envs[j.name], logdir)
             runs[j.name].pid = procs[j.name][0].pid
         _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds
@@ -280,6 +312,40 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
                      list(sampler.device), {k: list(v) for k, v in sampler.procs.items()},
                      state, sampler.error or (mem_sampler.error if mem_sampler else None),
                      list(mem_sampler.series) if mem_sampler else [])
+
+
+READY_S = 120.0   # a PyTorch job not ready this long after its launch is stopped, an error
+
+
+def _ready(out: Path) -> bool:
+    try:
+        return '"type": "ready"' in out.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def _wait_ready(procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]],
+                runs: dict[str, JobRun], names: list[str], limit_s: float = READY_S) -> None:
+    """Until each of `names` printed its `ready` line or ended; one still warming up after
+    limit_s is killed and recorded as an error."""
+    waiting, deadline = set(names), time.monotonic() + limit_s
+    while waiting:
+        for name in list(waiting):
+            p, out, _ = procs[name]
+            if p.poll() is not None or _ready(out):
+                waiting.discard(name)
+        if waiting and time.monotonic() > deadline:
+            for name in waiting:
+                procs[name][0].kill()
+                runs[name].error = f"not ready (PyTorch start-up) after {limit_s:g} s"
+            return
+        time.sleep(0.05)
+
+
+def _go(p: subprocess.Popen[bytes]) -> None:
+    """Starts a ready PyTorch job's run (it blocks SIGUSR1 until it waits for it)."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGUSR1)
 
 
 GRACE_S = 3.0     # past its scheduled end a job gets SIGTERM (it still prints its summary)

@@ -2,19 +2,36 @@
 
 Python job programs (bench/numba_job.py, bench/torch_train.py, bench/torch_infer.py) emit
 `start`, `progress` every report_ms, one `summary` (it_per_s and latency quantiles), or
-`error`; the suite's samplers read them (bench/metrics.py).  Run as a script by a framework's
-own interpreter, so it imports nothing from tgs.
+`error`; the suite's samplers read them (bench/metrics.py).  With a go signal (--go-signal:
+the harness's PyTorch jobs) a job prints `ready` after its warm-up and starts its run on
+SIGUSR1.  Run as a script by a framework's own interpreter, so it imports nothing from tgs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import signal
 from typing import Any
+
+GO_SIGNAL = signal.SIGUSR1
 
 
 def emit(kind: str, name: str, **fields: Any) -> None:
     print(json.dumps({"type": kind, "name": name, **fields}), flush=True)
+
+
+def arm_go() -> None:
+    """Blocks the go signal before anything slow: one that arrives early stays pending
+    (its default action would end the process)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {GO_SIGNAL})
+
+
+def wait_go(name: str, stop: dict[str, bool]) -> None:
+    """After the warm-up: `ready`, then the go signal (or a stop: SIGTERM's handler)."""
+    emit("ready", name)
+    while not stop["now"] and signal.sigtimedwait({GO_SIGNAL}, 0.1) is None:
+        pass
 
 
 def quantile(s: list[float], p: float) -> float:

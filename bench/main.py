@@ -1,10 +1,11 @@
 """`tgs-bench` (and `make bench`): the evaluation suite.
 
-Scenarios S1-S14 under the policies none, static (30 % share), tgs and adaptive (the default),
+Scenarios S1-S15 under the policies none, static (30 % share), tgs and adaptive (the default),
 each job also alone as the baseline, and OV1 (memory oversubscription: tgs.bench.oversub), on
-the simulated GPU or a real one; a Markdown table,
-JSON, PNG plots in a results folder.  The full run (no --quick, all scenarios) also runs the
-shim-overhead, controller-cost and gate-reaction micro-benchmarks.
+the simulated GPU or a real one; a Markdown table, JSON, PNG plots in a results folder.  S16
+and the PyTorch scenarios T1-T6 (tgs.bench.torch_scenarios) run when named with --scenario.
+The full run (no --quick, all scenarios) also runs the shim-overhead, controller-cost and
+gate-reaction micro-benchmarks.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import click
 from tgs.bench import las_compare
-from tgs.bench.frameworks_venv import torch_python
+from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
 from tgs.bench.scenarios import ALL_KEYS, EXTRA_KEYS, FULL, OV_KEYS, POLICIES, QUICK, QUICK_KEYS
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
+
+from tgs.version import version_option
 
 ROOT = Path(__file__).resolve().parents[1]
 MICRO = {
@@ -55,10 +58,11 @@ def _check_built(gpu: str) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@version_option("tgs-bench")
 @click.option("--scenario", "scenarios", multiple=True,
               type=click.Choice(ALL_KEYS + EXTRA_KEYS, case_sensitive=False),
-              help="Only these (repeatable; OV1: memory oversubscription; S16 runs only "
-                   "when named).")
+              help="Only these (repeatable; OV1: memory oversubscription; S16 and the "
+                   "PyTorch scenarios T1-T6 run only when named).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
               help="Only these policies (repeatable; solo baselines always run; OV1 always "
                    "runs its memory policies none, tgs, ours).")
@@ -87,12 +91,8 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
         mode = resolve_gpu(gpu)
     except GpuUnavailable as exc:
         raise click.ClickException(str(exc)) from None
-    if use_torch:
-        py = torch_python()
-        ok = subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0
-        if not ok:
-            raise click.ClickException(f"--torch: {py} has no PyTorch (make frameworks "
-                                       "installs the frameworks venv)")
+    if use_torch and torch_available() is not None:
+        raise click.ClickException(f"--torch: {torch_available()}")
     _check_built(mode)
     keys = [k.upper() for k in scenarios] or list(QUICK_KEYS if quick else ALL_KEYS)
     full = not quick and not scenarios and not policies

@@ -1,15 +1,18 @@
-"""The evaluation scenarios (S1-S15): which jobs, when they start, how long they run.
+"""The evaluation scenarios (S1-S16; T1-T6 with PyTorch jobs: tgs.bench.torch_scenarios):
+which jobs, when they start, how long they run.
 
 A scenario is data: jobs with a role (production or opportunistic), a weight, a workload
-(tgs-workload options, or the PyTorch loop on a real GPU) and a schedule (start offset and
-duration in seconds from the run's start).  `build()` scales the schedule (--quick) and gives
-the `tgs` policy a longer run where the budget allows (its law profiles for 25 s first).
+(tgs-workload options, or a PyTorch program with its options: TorchJob) and a schedule
+(start offset and duration in seconds from the run's start).  `build()` scales the schedule
+(--quick) and gives the `tgs` policy a longer run where the budget allows (its law profiles
+for 25 s first).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Union
 
 from tgs.bench.workload import WorkloadSpec
 
@@ -58,21 +61,57 @@ REQUEST_OVERHEAD_S = 0.22e-3
 INFERENCE_LOADS = {"S12": 0.3, "S13": 0.6, "S14": 0.9}
 
 
+TorchOpt = Union[bool, int, float, str]
+TORCH_PROGRAMS = {"train": "torch_train.py", "infer": "torch_infer.py"}    # in bench/
+
+
+@dataclass(frozen=True)
+class TorchJob:
+    """A PyTorch job program and its options, as data: ("gap_ms", 4.0) is `--gap-ms 4.0`,
+    ("graph", True) the bare flag `--graph`.  The harness adds --name, --seconds and
+    --report-ms (the job's own) and runs it with the frameworks venv's interpreter."""
+
+    program: str = "train"                          # a key of TORCH_PROGRAMS
+    options: tuple[tuple[str, TorchOpt], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.program not in TORCH_PROGRAMS:
+            raise ValueError(f"unknown PyTorch program {self.program!r}")
+
+    def get(self, name: str, default: TorchOpt | None = None) -> TorchOpt | None:
+        return dict(self.options).get(name, default)
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        for name, value in self.options:
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                out += [flag] if value else []
+            else:
+                out += [flag, repr(value) if isinstance(value, float) else str(value)]
+        return out
+
+
+def torch_job(program: str = "train", **options: TorchOpt) -> TorchJob:
+    return TorchJob(program, tuple(options.items()))
+
+
 @dataclass
 class JobDef:
     """One job of a scenario; start_s and seconds are offsets from the run's start."""
 
     name: str
     role: str
-    spec: WorkloadSpec
+    spec: WorkloadSpec          # a PyTorch job uses only its name and report_ms
     start_s: float
     seconds: float
     weight: int = 1
-    torch: bool = False         # run bench/torch_train.py instead (real GPU or simulator)
+    torch: TorchJob | None = None   # run this PyTorch program instead (real GPU or simulator)
     numba: bool = False         # run bench/numba_job.py (a numba-cuda program) instead
     iters: int | None = None    # a fixed amount of work (seconds is then its deadline)
     mem_quota: int | None = None    # registered quota (None: the harness's default)
     mem_total: int = 0              # oversubscription (docs/oversubscription.md); 0 = off
+    mem_fixed: bool = False         # opportunistic memory in device memory (not evictable)
 
     @property
     def production(self) -> bool:
@@ -243,8 +282,10 @@ ALL_KEYS = KEYS + OV_KEYS    # the default (full) suite
 # --quick runs these (S15 left out: its numba start-up would push --quick past 5 minutes; run it
 # alone with --scenario S15 --quick)
 QUICK_KEYS = tuple(k for k in ALL_KEYS if k != "S15")
-# selectable with --scenario, not in the default suite (its 20 minutes are spent): S16
-EXTRA_KEYS = ("S16",)
+# selectable with --scenario, not in the default suite (its 20 minutes are spent): S16, and
+# the PyTorch scenarios (tgs.bench.torch_scenarios: each run pays PyTorch's start-up)
+TORCH_KEYS = ("T1", "T2", "T3", "T4", "T5", "T6")
+EXTRA_KEYS = ("S16",) + TORCH_KEYS
 
 
 def build(key: str, budget: Budget, policy: str | None) -> Scenario:
@@ -252,6 +293,9 @@ def build(key: str, budget: Budget, policy: str | None) -> Scenario:
     long_tgs = policy == "tgs" and key not in ("S3", "S4")
     prod_s = budget.tgs_prod_s if long_tgs else budget.prod_s
     shape_s = max(budget.shape_s, prod_s) if long_tgs else budget.shape_s
+    if key in TORCH_KEYS:
+        from tgs.bench import torch_scenarios  # it imports this module
+        return torch_scenarios.build(key, shape_s, budget.lead_s)
     if key in SHAPES:
         title, prod, opp = SHAPES[key]
         return _pair(key, title, prod, opp, shape_s, budget.lead_s, budget.lead_s)
@@ -276,15 +320,40 @@ def build(key: str, budget: Budget, policy: str | None) -> Scenario:
     raise ValueError(f"unknown scenario {key!r} (known: {', '.join(ALL_KEYS + EXTRA_KEYS)})")
 
 
+def torch_like(job: JobDef) -> TorchJob:
+    """--torch: the training loop with the job's host gap (and phases); an opportunistic job a
+    heavier, saturating MLP."""
+    spec = job.spec
+    opts: dict[str, TorchOpt] = {"gap_ms": float(spec.gap_ms)}
+    if spec.phases:
+        opts["phases"] = ",".join(f"{g!r}:{s!r}" for g, s in spec.phases)
+    if not job.production:
+        opts["hidden"] = 4096
+    return torch_job("train", **opts)
+
+
 def use_torch(sc: Scenario) -> Scenario:
-    """The same schedule with the PyTorch training loop as every job."""
-    return dataclasses.replace(sc, jobs=[dataclasses.replace(j, torch=True, numba=False)
-                                         for j in sc.jobs])
+    """The same schedule with the PyTorch training loop as every job (PyTorch jobs as they
+    are)."""
+    return dataclasses.replace(sc, jobs=[
+        j if j.torch else dataclasses.replace(j, torch=torch_like(j), numba=False)
+        for j in sc.jobs])
+
+
+def needs_torch(sc: Scenario) -> bool:
+    return any(j.torch for j in sc.jobs)
 
 
 # per run: controller and job start-up, margins (measured ~1.2 s; the quick suite's measured
 # wall time, docs/benchmarks.md, puts it nearer 0.7 s)
 RUN_OVERHEAD_S = 1.2
+# per group of PyTorch jobs with one start time: importing torch and warming up, before the
+# run's clock starts (the harness warms the groups up one after the other; ~5 s on 2 cores)
+TORCH_START_S = 5.0
+
+
+def torch_start_s(jobs: list[JobDef]) -> float:
+    return TORCH_START_S * len({j.start_s for j in jobs if j.torch})
 
 
 def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] | None = None,
@@ -300,15 +369,18 @@ def estimate_s(budget: Budget, keys: list[str] | tuple[str, ...] | None = None,
             from tgs.bench import oversub
             total += oversub.estimate_s(budget, RUN_OVERHEAD_S)
             continue
-        for pol in policies:
-            total += build(key, budget, pol).length_s + RUN_OVERHEAD_S
         base = build(key, budget, None)
+        for pol in policies:
+            sc = build(key, budget, pol)
+            total += sc.length_s + RUN_OVERHEAD_S + torch_start_s(sc.jobs)
         for j in base.jobs:
             seconds = j.seconds if j.spec.phases else min(j.seconds, budget.solo_s)
-            solo = (tuple(dataclasses.replace(j.spec, name="solo").argv()), seconds, j.numba)
+            solo = (tuple(dataclasses.replace(j.spec, name="solo").argv()), seconds, j.numba,
+                    j.torch)
             if solo not in solos:
                 solos.add(solo)
-                total += seconds + RUN_OVERHEAD_S + (NUMBA_START_S if j.numba else 0.0)
+                total += seconds + RUN_OVERHEAD_S + (NUMBA_START_S if j.numba else 0.0) \
+                    + (TORCH_START_S if j.torch else 0.0)
         if len(base.production) > 1:
             total += max(j.seconds for j in base.production) + RUN_OVERHEAD_S
     return total

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tgs.bench import oversub, plots
+from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.numba_job import available as numba_available
 from tgs.bench.overhead import cpu_model
@@ -35,6 +36,7 @@ from tgs.bench.scenarios import (
     Scenario,
     build,
     needs_numba,
+    needs_torch,
     use_torch,
 )
 
@@ -66,7 +68,8 @@ def machine() -> dict[str, Any]:
 
 def _solo_key(job: JobDef, seconds: float) -> str:
     spec = dataclasses.replace(job.spec, name="solo", seconds=seconds)
-    return json.dumps([job.torch, job.numba, *spec.argv()[1:]])
+    torch = [job.torch.program, *job.torch.argv()] if job.torch else None
+    return json.dumps([torch, job.numba, *spec.argv()[1:]])
 
 
 def _renamed(rec: RunRecord, old: str, new: str) -> RunRecord:
@@ -117,6 +120,10 @@ class Suite:
         if needs_numba(base) and not numba_available():
             self.cfg.log(f"{key}: skipped: numba-cuda is not installed "
                          "(pip install -e '.[test]' installs it)")
+            return None
+        no_torch = torch_available() if needs_torch(base) else None
+        if no_torch is not None:
+            self.cfg.log(f"{key}: skipped: its jobs are PyTorch programs and {no_torch}")
             return None
         self.cfg.log(f"{key}: {base.title}")
         solo = {j.name: self.solo(key, j) for j in base.jobs}

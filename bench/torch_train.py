@@ -2,6 +2,7 @@
 
     python -m tgs.bench.torch_train [--seconds 10] [--hidden 1024] [--gap-ms 2] [--report-ms 50]
                                     [--sync-every N] [--optim sgd|adam] [--graph]
+                                    [--go-signal]
 
 A few-layer MLP trained on one fixed random batch (no data loading: a host gap of --gap-ms
 after each step stands in for it; --phases G:S,... cycles gaps like the workload's).  With
@@ -9,7 +10,8 @@ after each step stands in for it; --phases G:S,... cycles gaps like the workload
 the loop runs ahead and reads the loss every N steps, as real training loops that log every N
 steps do.  --graph captures one whole step (forward, backward, optimizer) as a CUDA graph and
 replays it: one long launch per step.  Prints JSON lines: start, progress (every --report-ms),
-summary (it_per_s, lat_ms p50/p99), or error with exit 1; exit 2 on bad arguments.  Needs
+summary (it_per_s, lat_ms p50/p99), or error with exit 1; exit 2 on bad arguments.  With
+--go-signal the run starts on SIGUSR1 after a `ready` line (tgs-bench's harness).  Needs
 PyTorch with a CUDA device: a real GPU, or the simulated driver (build/sim on LD_LIBRARY_PATH).
 """
 
@@ -24,10 +26,10 @@ import time
 from typing import Any
 
 if __package__:
-    from .job_report import Progress, emit
+    from .job_report import Progress, arm_go, emit, wait_go
     from .torch_setup import mlp, open_device
 else:   # run as a script by a framework's own interpreter: bench/ is on sys.path
-    from job_report import Progress, emit  # type: ignore[no-redef]
+    from job_report import Progress, arm_go, emit, wait_go  # type: ignore[no-redef]
     from torch_setup import mlp, open_device  # type: ignore[no-redef]
 
 
@@ -66,6 +68,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--phases", default=None, help="GAP_MS:SECONDS[,...], cycled")
     ap.add_argument("--report-ms", type=float, default=0.0)
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--go-signal", action="store_true",
+                    help="after the warm-up print `ready` and wait for SIGUSR1 to start")
     ap.add_argument("--sync-every", type=int, default=1, help="read the loss every N steps")
     ap.add_argument("--optim", choices=["sgd", "adam"], default="sgd")
     ap.add_argument("--graph", action="store_true", help="replay the step as a CUDA graph")
@@ -85,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    if a.go_signal:
+        arm_go()
     opened = open_device(a.name, a.device)
     if opened is None:
         return 1
@@ -133,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(2):
         step()  # warm-up (cuBLAS handles, allocator)
     torch.cuda.synchronize(dev)
+    if a.go_signal:
+        wait_go(a.name, stop)
     emit("start", a.name, pid=os.getpid(), device=a.device,
          device_name=torch.cuda.get_device_name(dev), torch=torch.__version__,
          config={"batch": a.batch, "hidden": a.hidden, "layers": a.layers,

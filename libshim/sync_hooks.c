@@ -50,13 +50,18 @@ static uint64_t shortest(const uint64_t *ring, int atomic)
 }
 
 /* The prediction for a gap starting now, begun the way `kind` says: the shortest recent
- * gap of that kind (of any kind, from the pub's ring, while this process has none) less the
- * margin; conservative: a gap shorter than any recent one is what hurts production. */
+ * gap of that kind (of any kind, from the pub's ring, while this process has fewer than
+ * TGS_GAP_RING of it) less the margin; conservative: a gap shorter than any recent one is
+ * what hurts production. */
 static void gap_predict(struct tgs_pub *d, int kind)
 {
     uint64_t lo = kind < TGS_GAP_KINDS ? shortest(tgs_g.gaps.ring[kind], 0) : UINT64_MAX;
-    if (lo == UINT64_MAX)
-        lo = shortest(d->gap_ns, 1);
+    uint64_t all = shortest(d->gap_ns, 1);
+    /* a kind seen fewer than TGS_GAP_RING times (the first gaps, a pause among them) is no
+     * pattern yet: no longer than the shortest gap of any kind */
+    if (lo == UINT64_MAX || (kind < TGS_GAP_KINDS && tgs_g.gaps.next[kind] < TGS_GAP_RING &&
+                             all < lo))
+        lo = all;
     if (lo == UINT64_MAX)
         return;                      /* no history: FIT acts as WAIT */
     uint64_t margin = lo / 50 + GAP_MARGIN_NS;

@@ -43,7 +43,9 @@ def main() -> int:
     out = ROOT / "results" / "demo"
     budget = Budget(prod_s=SECONDS, tgs_prod_s=SECONDS, solo_s=min(SECONDS, 5.0))
     print(f"TGS demo on the {'simulated' if gpu == 'sim' else 'real'} GPU: scenario S1, "
-          f"production {SECONDS:g} s next to a saturating opportunistic job\n", flush=True)
+          f"production runs {SECONDS:g} s next to a saturating opportunistic job (which starts "
+          f"1 s before it and ends 1 s after: {SECONDS + 2:g} s a run), under `none` and the "
+          "default policy, each job also alone\n", flush=True)
     try:
         doc = run_suite(SuiteConfig(keys=["S1"], policies=["none", "adaptive"], budget=budget,
                                     gpu=gpu, out=out))
@@ -55,7 +57,13 @@ def main() -> int:
     print("\nproduction vs solo: its throughput next to the opportunistic job / alone."
           "\nharvest: GPU time the opportunistic job got / the idle time production left "
           "alone (> 1: it took production's time)."
-          f"\nplot: {out / 'S1.png'}")
+          "\nGPU util: busy time / wall time; `none` shows more than the default because it "
+          "lets the opportunistic job run into production's time as well: production's loss.")
+    for plot in doc.get("plots") or []:
+        what = {"S1.png": "throughput over time, one panel per run",
+                "headline.png": "production vs solo, harvest and GPU utilisation per policy; "
+                                "dotted lines: the targets (0.97, 0.8)"}.get(Path(plot).name, "")
+        print(f"plot: {plot}" + (f" ({what})" if what else ""))
     return 0
 
 

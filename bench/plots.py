@@ -30,7 +30,7 @@ def timeline(key: str, title: str, runs: dict[str, RunRecord], path: Path,
     """Throughput over time per job, one panel per policy (runs: label -> record)."""
     plt = _pyplot()
     labels = list(runs)
-    ncol = min(2, len(labels))
+    ncol = len(labels) if len(labels) <= 3 else 2      # three runs: one row, no empty panel
     nrow = (len(labels) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 2.6 * nrow), squeeze=False,
                              sharey=True)
@@ -89,8 +89,12 @@ def headline_bars(summary: dict[str, Any], path: Path, dpi: int = 80) -> Path:
                    label=pol, color=POLICY_COLORS.get(pol))
         if field == "prod_vs_solo":
             ax.axhline(0.97, color="k", lw=0.8, ls=":")
+            ax.text(0.99, 0.97, "target 0.97", transform=ax.get_yaxis_transform(),
+                    ha="right", va="bottom", fontsize=7)
         if field == "harvest":
             ax.axhline(0.8, color="k", lw=0.8, ls=":")
+            ax.text(0.99, 0.8, "target 0.8", transform=ax.get_yaxis_transform(), ha="right",
+                    va="bottom", fontsize=7)
             ax.axhline(1.0, color="k", lw=0.5, ls="-", alpha=0.4)
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(keys, fontsize=8)

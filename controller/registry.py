@@ -36,6 +36,19 @@ class SegmentFactory(Protocol):
     def remove(self, rec: JobRecord) -> None: ...
 
 
+def _changes(old: JobRecord, new: JobRecord) -> str:
+    """What a set changed, for the log: 'memory 1GiB -> 2GiB, weight 1 -> 2'."""
+    out = []
+    for label, attr, show in (("memory", "mem_quota", format_size), ("priority", "priority", str),
+                              ("weight", "weight", str), ("mem_total", "mem_total", format_size),
+                              ("host_pinned", "host_pinned_max", format_size),
+                              ("mem_fixed", "mem_fixed", str)):
+        a, b = getattr(old, attr), getattr(new, attr)
+        if a != b:
+            out.append(f"{label} {show(a)} -> {show(b)}")
+    return ", ".join(out) or "nothing changed"
+
+
 @dataclass
 class Job:
     rec: JobRecord
@@ -263,7 +276,9 @@ class Registry:
             self._remove_quietly(job)
 
         self.group.change(rec.name, req.id, undo, lambda: log.info(
-            "registered %s (%s, weight %d, device%s %s%s)", rec.name, rec.priority, rec.weight,
+            "registered %s (%s, weight %d, memory %s%s, device%s %s%s)", rec.name,
+            rec.priority, rec.weight, format_size(rec.mem_quota),
+            "" if rec.priority == "production" or rec.mem_fixed else " evictable",
             "s" if parts else "", ",".join(map(str, self.job_devices(rec))),
             ", leased" if lease else ""))
         return job
@@ -352,7 +367,8 @@ class Registry:
             job.rec = old
             self._apply_rec(job)
 
-        self.group.change(req.name, req.id, undo)
+        self.group.change(req.name, req.id, undo,
+                          lambda: log.info("set %s: %s", new.name, _changes(old, new)))
         self._apply_rec(job)
         return job
 

@@ -103,6 +103,7 @@ class Handler:
         req_id = None
         group = self.registry.group
         mark, ok = 0, False
+        req: P.Request | None = None
         try:
             req = P.parse_payload(body[-1])
             req_id = req.id
@@ -114,6 +115,9 @@ class Handler:
         except P.ProtocolError as exc:
             self.errors += 1
             reply = P.error_reply(exc.req_id, exc.code, exc.message)
+            if isinstance(req, (P.Register, P.Set, P.Unregister)):   # a refused change
+                log.info("refused %s %s: %s: %s", type(req).__name__.lower(), req.name,
+                         exc.code, exc.message)
         except Exception as exc:       # a bug must not take the daemon down
             self.errors += 1
             log.exception("request failed")

@@ -31,6 +31,18 @@ from .shares import Gpu, ShareError
 
 log = logging.getLogger("tgs.k8s")
 KUBELET_SOCKET = "kubelet.sock"
+# where other distributions keep the kubelet's device-plugins directory (a hint for --plugin-dir)
+OTHER_PLUGIN_DIRS = ("/var/snap/microk8s/common/var/lib/kubelet/device-plugins",   # MicroK8s
+                     "/var/lib/k0s/kubelet/device-plugins")                         # k0s
+
+
+def plugin_dir_hint() -> str:
+    """Why the kubelet may not be found, and where it may be instead (one clause)."""
+    found = [d for d in OTHER_PLUGIN_DIRS if Path(d, KUBELET_SOCKET).exists()]
+    if found:
+        return f"this node's kubelet listens in {found[0]}: start with --plugin-dir {found[0]}"
+    return (f"no kubelet on this node yet, or its device-plugins directory is elsewhere "
+            f"(MicroK8s: {OTHER_PLUGIN_DIRS[0]}, k0s: {OTHER_PLUGIN_DIRS[1]}; --plugin-dir)")
 
 
 class Plugin(dp_grpc.DevicePluginServicer):
@@ -47,6 +59,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
         self._kubelet_id: tuple[int, int, int] | None = None     # registered with
         self._seen_kubelet: tuple[int, int, int] | None = None
         self._failed_for: tuple[int, int, int] | None = None
+        self._waited: str | None = None                  # why we wait for the kubelet (said once)
         self._threads: list[threading.Thread] = []
         self.registrations = 0                     # successful Register calls (for tests)
         self._last_gc = 0.0
@@ -285,13 +298,27 @@ class Plugin(dp_grpc.DevicePluginServicer):
             ready = bool(self._gpus)
         if not ready:
             return                                  # nothing to advertise yet
+        if not self.cfg.plugin_dir.is_dir():        # never created here: it is the kubelet's
+            self._waiting(f"no directory {self.cfg.plugin_dir}")
+            return
         if self._server is None or not self.socket_path.exists():
             self._serve()
             self._kubelet_id = None                 # a new endpoint must be registered
         ident = podinfo.identity(self.cfg.plugin_dir / KUBELET_SOCKET)
         self._seen_kubelet = ident
-        if ident is not None and ident != self._kubelet_id and self.register():
+        if ident is None:
+            self._waiting(f"no {KUBELET_SOCKET} in {self.cfg.plugin_dir}")
+            return
+        self._waited = None
+        if ident != self._kubelet_id and self.register():
             self._kubelet_id = ident
+
+    def _waiting(self, why: str) -> None:
+        """Waiting for the kubelet: said once at WARNING with a hint, then at debug."""
+        level = logging.DEBUG if self._waited == why else logging.WARNING
+        self._waited = why
+        log.log(level, "waiting for the kubelet: %s (%s)", why,
+                plugin_dir_hint())
 
     def _loop(self, every: float, step: Any) -> None:
         while not self._stop.is_set():
@@ -308,7 +335,6 @@ class Plugin(dp_grpc.DevicePluginServicer):
             self.jobs.collect(controller_up=self.health.failures == 0)
 
     def start(self) -> None:
-        self.cfg.plugin_dir.mkdir(parents=True, exist_ok=True)
         for every, step in ((self.cfg.health_interval, self._health_step),
                             (self.cfg.watch_interval, self.watch_once)):
             t = threading.Thread(target=self._loop, args=(every, step), daemon=True)

@@ -284,7 +284,7 @@ static void *drain_main(void *arg)
                                    "idle, production is seen idle at its synchronize calls");
             TGS_RELAXED_STORE(&d->any, 1);
         }
-        if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0)) {
+        if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0, drained_t)) {
             d->idles++;
             d->drained_t = drained_t;
             spacing = DRAIN_MIN_ROUND_NS;

@@ -503,7 +503,7 @@ void tgs_gate_wait(const struct tgs_ctl_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream);
 /* The drain helper saw everything up to launch seq0 complete: idle as a synchronize would
  * (unless a launch raced it); 1 when it published idle. */
-int tgs_gate_idle_drained(uint64_t seq0);
+int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns);
 void tgs_gate_idle(void);
 void tgs_gate_sleep(uint64_t ns);   /* wakes when production idles */
 void tgs_pub_drop_busy(void);       /* a dead slot's busy count goes back (attach.c) */

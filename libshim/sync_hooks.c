@@ -158,9 +158,9 @@ void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream)
 /* One busy count goes away (ours, or a dead process's): never below zero;
  * the 1 -> 0 change starts a gap (its prediction by how it began) and wakes the
  * waiters. */
-static void drop_busy(struct tgs_pub *d, int kind)
+static void drop_busy(struct tgs_pub *d, int kind, uint64_t since)
 {
-    uint64_t now = tgs_now_ns();
+    uint64_t now = since ? since : tgs_now_ns();
     uint64_t v = __atomic_load_n(&d->busy, __ATOMIC_RELAXED);
     while (v > 0) {
         /* before the change: whoever sees 0 also sees this gap's start and prediction */
@@ -182,7 +182,7 @@ static void drop_busy(struct tgs_pub *d, int kind)
 void tgs_pub_drop_busy(void)
 {
     if (tgs_g.pub)
-        drop_busy(tgs_g.pub, TGS_GAP_OTHER);
+        drop_busy(tgs_g.pub, TGS_GAP_OTHER, 0);
 }
 
 void tgs_gate_idle(void)
@@ -194,14 +194,16 @@ void tgs_gate_idle(void)
     if (tgs_g.slot)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
     if (tgs_g.pub)
-        drop_busy(tgs_g.pub, TGS_GAP_SYNC);
+        drop_busy(tgs_g.pub, TGS_GAP_SYNC, 0);
 }
 
 /* The drain helper (drain.c) saw the tails of every stream launched on complete, and no
  * launch since launch_seq was seq0.  A launch that raced the check either went on the fast
  * path before dev_active fell (launch_seq moved: stay busy, keeping our count) or took the
- * slow path after it and counted itself again (then ours goes). */
-int tgs_gate_idle_drained(uint64_t seq0)
+ * slow path after it and counted itself again (then ours goes).  The gap begins when the
+ * helper first saw the work drained (since_ns), not after its settle: so a gap's length,
+ * and what FIT predicts from it, does not depend on the settle of the moment. */
+int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns)
 {
     if (!__atomic_exchange_n(&tgs_g.dev_active, 0, __ATOMIC_ACQ_REL))
         return 0;
@@ -214,7 +216,7 @@ int tgs_gate_idle_drained(uint64_t seq0)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 0);
     }
     if (tgs_g.pub)
-        drop_busy(tgs_g.pub, TGS_GAP_DRAIN);
+        drop_busy(tgs_g.pub, TGS_GAP_DRAIN, since_ns);
     return 1;
 }
 

@@ -17,13 +17,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from fake_kubelet import FakeKubelet, Watch
+from latency import stage_env
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
@@ -41,13 +40,7 @@ def _controller(root: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 def main(n: int, extra: list[str]) -> None:
-    root = Path(tempfile.mkdtemp(prefix="tgs-hl-"))
-    rt = root / "rt"
-    rt.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TGS_")}
-    env.update(TGS_SIM_STATE=str(root / "sim"), LD_LIBRARY_PATH=str(ROOT / "build" / "sim"),
-               TGS_RUNTIME_DIR=str(rt), TGS_CONTROLLER=f"ipc://{rt}/control.sock",
-               TGS_SIM_DEVICES="1")
+    root, _, env = stage_env("tgs-hl-")
     kubelet = FakeKubelet(root)
     kubelet.start()
     ctl = _controller(root, env)

@@ -30,14 +30,20 @@ def _q(xs: list[float]) -> str:
             f"p95 {sorted(xs)[int(0.95 * len(xs))] * 1e3:.1f} ms")
 
 
-def main(n: int) -> None:
-    root = Path(tempfile.mkdtemp(prefix="tgs-kl-"))
+def stage_env(prefix: str) -> tuple[Path, Path, dict[str, str]]:
+    """A private root, runtime dir and environment for a controller on one simulated GPU."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     rt = root / "rt"
     rt.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TGS_")}
     env.update(TGS_SIM_STATE=str(root / "sim"), LD_LIBRARY_PATH=str(ROOT / "build" / "sim"),
                TGS_RUNTIME_DIR=str(rt), TGS_CONTROLLER=f"ipc://{rt}/control.sock",
                TGS_SIM_DEVICES="1")
+    return root, rt, env
+
+
+def main(n: int) -> None:
+    root, rt, env = stage_env("tgs-kl-")
     ctl = subprocess.Popen([BIN / "tgs-controller", "--foreground", "--sim", "--state-dir",
                             str(root / "state"), "--runtime-dir", str(rt)],
                            env=env, stderr=subprocess.DEVNULL)

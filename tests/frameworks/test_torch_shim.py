@@ -103,16 +103,18 @@ def test_job_over_two_gpus(fw_python: Path, tmp_path: Path, fw_env: dict[str, st
         gen.close()
 
 
+@pytest.mark.parametrize("flags", [["--mem-total", "3GiB"], []], ids=["mem-total", "default"])
 def test_oversubscription_keeps_tensors_intact(fw_python: Path, tmp_path: Path,
-                                               fw_env: dict[str, str]) -> None:
-    """An opportunistic job holding 1.5 GiB (--mem-total) next to production allocating 3 GiB of
-    a 4 GiB GPU: production's allocations succeed; the evicted tensors are intact after and
-    once they are back."""
+                                               fw_env: dict[str, str], flags: list[str]) -> None:
+    """An opportunistic job holding 1.5 GiB next to production allocating 3 GiB of a 4 GiB GPU,
+    with --mem-total and with the default flags (its memory evictable by default):
+    production's allocations succeed; the evicted tensors are intact after and once they are
+    back."""
     gen = start_ctl(tmp_path, dict(fw_env, TGS_SIM_MEM="4GiB"))
     ctl = next(gen)
     opp = subprocess.Popen(
         [tool("tgs-run"), "--name", "o", "--priority", "opportunistic", "--mem", "4GiB",
-         "--mem-total", "3GiB", "--", str(fw_python), str(JOBS / "torch_probe.py"), "hold"],
+         *flags, "--", str(fw_python), str(JOBS / "torch_probe.py"), "hold"],
         env=dict(ctl.env, PROBE_MIB="1536"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

@@ -52,6 +52,10 @@
  *     allowance, and still go at a rate of one per (overrun / allowance).
  *     TGS_FIT_BUDGET=gap (the former rule): the budget governs only the
  *     start-of-gap rule; at gate_max_wait_us a launch goes anyway.
+ *   - trickle (either half), where recent gaps end at random (some twice as long as the
+ *     predicted one: an inference server's requests): past the predicted end, launches go
+ *     while our queue stays under TRICKLE_MAX_NS, so production, when it returns, waits at
+ *     most that; the budget pays what the queue really ran past production's return.
  * With several opportunistic jobs the controller gives each process a gap
  * mask (slot.gap_mask): in the first half it only opens gaps it owns, or
  * gaps whose owner left them unclaimed (gap_mine).
@@ -77,6 +81,8 @@
 #define OVERRUN_FRAC 0.03            /* ns of delay to production allowed per ns */
 #define OVERRUN_CAP_NS 20000000.0    /* the most the budget saves up */
 #define HARD_MAX_NS 10000000000ull   /* the starvation bound is never later than this */
+#define TRICKLE_MAX_NS 400000.0      /* the deepest queue a trickle keeps (below) */
+#define TRICKLE_SPREAD 2             /* gaps this much longer than predicted: random ends */
 
 /* The GPU time a launch of `work` units is predicted to take: the per-launch cost plus the
  * cost per unit (0 while there is no estimate). */
@@ -221,6 +227,49 @@ static bool events_ready(void)
     return true;
 }
 
+/* Trickle: in a gap whose predicted end has passed (or that no launch of ours fits), our
+ * queue is kept at most TRICKLE_MAX_NS deep, in launches of at most that.  When production
+ * returns first it waits at most that long: what a gap that ends at random (an inference
+ * server's next request) can cost it is bounded per return, and the budget pays what it
+ * really cost: when production is next seen busy, the queue predicted to run after it came
+ * back (trickle_settle).  A launch goes only while the budget holds the whole queue, so the
+ * budget never owes more than one queue. */
+static bool trickle_ok(uint64_t now, uint64_t work)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (tgs_g.opt.fit_budget != TGS_FIT_BUDGET_BOUND || f->est == 0.0)
+        return false;
+    /* only where gaps end at random: recent gaps twice as long as the predicted one.  Where
+     * they are regular (a training step), production is due back when the prediction ends,
+     * and what is queued past it only delays production. */
+    uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
+    if (!gap_end || gap_end <= idle || tgs_prod_gap_max() < TRICKLE_SPREAD * (gap_end - idle))
+        return false;
+    uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
+    double deep = (double)(base - now) + run_ns(work);
+    return deep <= TRICKLE_MAX_NS && budget_locked(now) >= deep;
+}
+
+/* The trickled queue: free if it ended in its gap, else what was predicted to run after
+ * production's return is spent; caller holds mu. */
+static void trickle_settle(uint64_t now)
+{
+    struct tgs_fit *f = &tgs_g.fit;
+    if (!f->trickle_end_ns)
+        return;
+    if (tgs_prod_seq() == f->trickle_seq) {
+        if (now >= f->trickle_end_ns)
+            f->trickle_end_ns = 0;  /* done inside the gap */
+        return;
+    }
+    uint64_t back = f->trickle_idle_ns + tgs_prod_gap_last();
+    if (f->trickle_end_ns > back) {
+        budget_locked(now);
+        f->overrun_budget -= (double)(f->trickle_end_ns - back);
+    }
+    f->trickle_end_ns = 0;
+}
+
 /* Why a launch went (TGS_FIT_TRACE's reason column). */
 enum verdict {
     WAIT_MORE = 0,
@@ -232,8 +281,9 @@ enum verdict {
     GO_LATE,        /* 'L' second half: an outlasted gap */
     GO_BUDGET,      /* 'B' past max wait, the budget covers it */
     GO_BOUND,       /* 'X' the starvation bound */
+    GO_TRICKLE,     /* 'T' a short queue, paid for when it cost (trickle_ok) */
 };
-static const char VERDICT_CH[] = "-FNPOSLBX";
+static const char VERDICT_CH[] = "-FNPOSLBXT";
 
 /* Weighted sharing of the gaps among opportunistic jobs (ctl line gap_mask):
  * a gap belongs to the processes whose mask has bit (gap sequence) % 64;
@@ -271,10 +321,10 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
         if (outlasted)
             return GO_LATE;
         if (age > FRESH_NS)
-            return WAIT_MORE;
+            return trickle_ok(now, work) ? GO_TRICKLE : WAIT_MORE;
         if (!tgs_g.opt.fit_budget)
             return GO_FRESH;
-        return covered(now, work) ? GO_FRESH : WAIT_MORE;
+        return covered(now, work) ? GO_FRESH : trickle_ok(now, work) ? GO_TRICKLE : WAIT_MORE;
     }
     if (!gap_mine(age))
         return WAIT_MORE;
@@ -284,7 +334,9 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     if (outlasted)
         return base == now ? GO_OUTLASTED : WAIT_MORE;
     double end = (double)base + run_ns(work);
-    return end <= (double)gap_end ? GO_FIT : WAIT_MORE;
+    if (end <= (double)gap_end)
+        return GO_FIT;
+    return trickle_ok(now, work) ? GO_TRICKLE : WAIT_MORE;
 }
 
 /* Charge the launch to our queue and maybe start a sample; caller holds mu. */
@@ -349,6 +401,7 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     uint64_t hard = max_ns;
     for (;;) {
         poll_locked();
+        trickle_settle(now);
         uint64_t waited = now - start;
         hard = bound_ns(max_ns, work);
         if (waited >= hard) {
@@ -370,7 +423,14 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
         now = tgs_now_ns();
         pthread_mutex_lock(&f->mu);
     }
-    if (tgs_g.opt.fit_budget) {          /* what this launch will cost production, if anything */
+    if (v == GO_TRICKLE) {               /* paid when production is back (trickle_settle) */
+        uint64_t idle = 0;
+        tgs_prod_gap_end(now, &idle);
+        uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
+        f->trickle_end_ns = base + (uint64_t)run_ns(work);
+        f->trickle_seq = tgs_prod_seq();
+        f->trickle_idle_ns = idle;
+    } else if (tgs_g.opt.fit_budget) {   /* what this launch will cost production, if anything */
         budget_locked(now);
         f->overrun_budget -= overrun_ns(now, work);
     }
@@ -423,6 +483,7 @@ void tgs_fit_reset(void)
     f->used = f->off = f->pending = f->provisional = 0;
     f->ev_start = f->ev_end = NULL;
     f->launches = f->q_until_ns = f->overrun_t = 0;
+    f->trickle_end_ns = f->trickle_seq = f->trickle_idle_ns = 0;
     f->overrun_budget = 0.0;
     f->est = f->fixed_ns = 0.0;
     f->trace_tried = 0; /* the parent's descriptor is inherited: reopened, same file */

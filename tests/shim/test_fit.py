@@ -372,3 +372,36 @@ def test_small_kernels_do_not_inflate_the_cost_per_unit(probe_bin: Path, opp: Op
     assert len(ests) == 208
     assert 0.5 <= ests[-1] <= 2.0, ests[-1]              # ns per unit of the 200k-unit kernels
     assert max(ests) <= 4.0, max(ests)                   # never pulled up by a small kernel
+
+
+def set_gaps(dev: ipub.Pub, gaps_ns: list[int], pred_ns: int) -> None:
+    v = dev.view
+    for i, g in enumerate(gaps_ns):
+        v.gap_ns[i] = g
+    v.gap_idx = len(gaps_ns)
+    v.gap_pred_ns = pred_ns
+
+
+@pytest.mark.parametrize("gaps, pred, trickles", [
+    # gaps that end at random (an inference server's): two of 1 ms, two of 2 s
+    ([1_000_000, 1_000_000, 2_000_000_000, 2_000_000_000], 950_000, True),
+    # regular gaps of 1 s, predicted 0.8 s: production is due back, nothing trickles
+    ([1_000_000_000] * 4, 800_000_000, False),
+])
+def test_short_launches_trickle_into_gaps_that_end_at_random(
+        probe_bin: Path, opp: Opp, tmp_path: Path, gaps: list[int], pred: int,
+        trickles: bool) -> None:
+    """Past the predicted end of a gap, with a history of gaps that end at random, launches go
+    while the queue stays under 0.4 ms (reason T): a 0.1 ms kernel goes, a 1 ms one waits for
+    a gap it fits.  With a regular history they wait (until the gap outlasts the history)."""
+    env, _, dev, _ = opp
+    trace = tmp_path / "fit.txt"
+    set_gaps(dev, gaps, pred)
+    go_idle(dev, ago_ns=pred + 50_000_000)          # the prediction ended 50 ms ago
+    run_probe(probe_bin, dict(env, TGS_FIT_TRACE=str(trace)), "init", "launch:1:2000:1000",
+              "sync", "launch:6:100:1000", "sync")
+    reasons = "".join(line.split()[2] for line in trace.read_text().splitlines())
+    if trickles:
+        assert reasons == "P" + "T" * 6, reasons
+    else:
+        assert reasons[0] == "P" and "T" not in reasons, reasons

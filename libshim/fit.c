@@ -234,7 +234,7 @@ static bool events_ready(void)
  * really cost: when production is next seen busy, the queue predicted to run after it came
  * back (trickle_settle).  A launch goes only while the budget holds the whole queue, so the
  * budget never owes more than one queue. */
-static bool trickle_ok(uint64_t now, uint64_t work)
+static bool trickle_ok(uint64_t now, uint64_t work, uint64_t idle, uint64_t gap_end)
 {
     struct tgs_fit *f = &tgs_g.fit;
     if (tgs_g.opt.fit_budget != TGS_FIT_BUDGET_BOUND || f->est == 0.0)
@@ -242,8 +242,7 @@ static bool trickle_ok(uint64_t now, uint64_t work)
     /* only where gaps end at random: recent gaps twice as long as the predicted one.  Where
      * they are regular (a training step), production is due back when the prediction ends,
      * and what is queued past it only delays production. */
-    uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
-    if (!gap_end || gap_end <= idle || tgs_prod_gap_max() < TRICKLE_SPREAD * (gap_end - idle))
+    if (gap_end <= idle || tgs_prod_gap_max() < TRICKLE_SPREAD * (gap_end - idle))
         return false;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     double deep = (double)(base - now) + run_ns(work);
@@ -304,15 +303,16 @@ static bool gap_mine(uint64_t age)
     return age >= TGS_GAP_CLAIM_GRACE_NS && (!owned || claim != g + 1);
 }
 
-/* May the launch go now?  second: in the second half of the wait.  Caller
- * holds mu (est, q_until, the pending sample). */
-static enum verdict judge(uint64_t now, uint64_t work, int second)
+/* May the launch go now?  second: in the second half of the wait; *idle_out: the start of
+ * the gap judged.  Caller holds mu (est, q_until, the pending sample). */
+static enum verdict judge(uint64_t now, uint64_t work, int second, uint64_t *idle_out)
 {
     struct tgs_fit *f = &tgs_g.fit;
     if (tgs_prod_busy())
         return WAIT_MORE;
     uint64_t idle = 0;
     uint64_t gap_end = tgs_prod_gap_end(now, &idle);
+    *idle_out = idle;
     if (!gap_end)
         return GO_NOHIST;                            /* no history: plain WAIT */
     uint64_t age = now > idle ? now - idle : 0;
@@ -321,10 +321,10 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
         if (outlasted)
             return GO_LATE;
         if (age > FRESH_NS)
-            return trickle_ok(now, work) ? GO_TRICKLE : WAIT_MORE;
+            return trickle_ok(now, work, idle, gap_end) ? GO_TRICKLE : WAIT_MORE;
         if (!tgs_g.opt.fit_budget)
             return GO_FRESH;
-        return covered(now, work) ? GO_FRESH : trickle_ok(now, work) ? GO_TRICKLE : WAIT_MORE;
+        return covered(now, work) ? GO_FRESH : trickle_ok(now, work, idle, gap_end) ? GO_TRICKLE : WAIT_MORE;
     }
     if (!gap_mine(age))
         return WAIT_MORE;
@@ -336,7 +336,7 @@ static enum verdict judge(uint64_t now, uint64_t work, int second)
     double end = (double)base + run_ns(work);
     if (end <= (double)gap_end)
         return GO_FIT;
-    return trickle_ok(now, work) ? GO_TRICKLE : WAIT_MORE;
+    return trickle_ok(now, work, idle, gap_end) ? GO_TRICKLE : WAIT_MORE;
 }
 
 /* Charge the launch to our queue and maybe start a sample; caller holds mu. */
@@ -398,7 +398,7 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
     uint64_t start = tgs_now_ns(), now = start;
     pthread_mutex_lock(&f->mu);
     enum verdict v;
-    uint64_t hard = max_ns;
+    uint64_t hard = max_ns, trickle_idle = 0; /* the gap's start, as judge saw it */
     for (;;) {
         poll_locked();
         trickle_settle(now);
@@ -408,7 +408,7 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
             v = GO_BOUND;
             break;
         }
-        if ((v = judge(now, work, waited >= max_ns / 2)) != WAIT_MORE)
+        if ((v = judge(now, work, waited >= max_ns / 2, &trickle_idle)) != WAIT_MORE)
             break;
         /* past the max wait: whenever the budget pays for it (a merely full budget only
          * at the start of a gap, above, where the launch overruns least) */
@@ -424,12 +424,10 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
         pthread_mutex_lock(&f->mu);
     }
     if (v == GO_TRICKLE) {               /* paid when production is back (trickle_settle) */
-        uint64_t idle = 0;
-        tgs_prod_gap_end(now, &idle);
         uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
         f->trickle_end_ns = base + (uint64_t)run_ns(work);
         f->trickle_seq = tgs_prod_seq();
-        f->trickle_idle_ns = idle;
+        f->trickle_idle_ns = trickle_idle;
     } else if (tgs_g.opt.fit_budget) {   /* what this launch will cost production, if anything */
         budget_locked(now);
         f->overrun_budget -= overrun_ns(now, work);

@@ -165,7 +165,7 @@ struct tgs_fit {
     uint64_t q_until_ns;        /* when the work we queued is predicted to be done */
     double overrun_budget;      /* ns of delay to production still allowed (may go < 0) */
     uint64_t overrun_t;         /* when the budget was last accrued (0: never) */
-    uint64_t trickle_end_ns;    /* a trickled launch's predicted end (0: none in flight) */
+    uint64_t trickle_end_ns;    /* predicted end of the queue a trickle left (0: none) */
     uint64_t trickle_seq;       /* the gap it went into (tgs_prod_seq) */
     uint64_t trickle_idle_ns;   /* and when that gap began */
     int trace_tried, trace_fd;  /* TGS_FIT_TRACE opened (once per process), its fd or -1 */

@@ -22,12 +22,13 @@ GATE_FIT = segment.GATE_WAIT | segment.GATE_FIT
 M64 = (1 << 64) - 1
 
 
-def set_history(dev: ipub.Pub, gap_ns: int, pred_ns: int) -> None:
-    """As if production had left four gaps of gap_ns."""
+def set_history(dev: ipub.Pub, gap_ns: int | list[int], pred_ns: int) -> None:
+    """As if production had left four gaps of gap_ns (or these four)."""
+    gaps = gap_ns if isinstance(gap_ns, list) else [gap_ns] * 4
     v = dev.view
-    for i in range(4):
-        v.gap_ns[i] = gap_ns
-    v.gap_idx = 4
+    for i, g in enumerate(gaps):
+        v.gap_ns[i] = g
+    v.gap_idx = len(gaps)
     v.gap_pred_ns = pred_ns
 
 
@@ -374,14 +375,6 @@ def test_small_kernels_do_not_inflate_the_cost_per_unit(probe_bin: Path, opp: Op
     assert max(ests) <= 4.0, max(ests)                   # never pulled up by a small kernel
 
 
-def set_gaps(dev: ipub.Pub, gaps_ns: list[int], pred_ns: int) -> None:
-    v = dev.view
-    for i, g in enumerate(gaps_ns):
-        v.gap_ns[i] = g
-    v.gap_idx = len(gaps_ns)
-    v.gap_pred_ns = pred_ns
-
-
 @pytest.mark.parametrize("gaps, pred, trickles", [
     # gaps that end at random (an inference server's): two of 1 ms, two of 2 s
     ([1_000_000, 1_000_000, 2_000_000_000, 2_000_000_000], 950_000, True),
@@ -392,16 +385,16 @@ def test_short_launches_trickle_into_gaps_that_end_at_random(
         probe_bin: Path, opp: Opp, tmp_path: Path, gaps: list[int], pred: int,
         trickles: bool) -> None:
     """Past the predicted end of a gap, with a history of gaps that end at random, launches go
-    while the queue stays under 0.4 ms (reason T): a 0.1 ms kernel goes, a 1 ms one waits for
-    a gap it fits.  With a regular history they wait (until the gap outlasts the history)."""
+    while the queue stays under 0.4 ms (reason T): 0.1 ms kernels go, a 1 ms one waits (here
+    until the gap outlasts the history: O).  With a regular history nothing trickles."""
     env, _, dev, _ = opp
     trace = tmp_path / "fit.txt"
-    set_gaps(dev, gaps, pred)
+    set_history(dev, gaps, pred)
     go_idle(dev, ago_ns=pred + 50_000_000)          # the prediction ended 50 ms ago
     run_probe(probe_bin, dict(env, TGS_FIT_TRACE=str(trace)), "init", "launch:1:2000:1000",
-              "sync", "launch:6:100:1000", "sync")
+              "sync", "launch:6:100:1000", "sync", "launch:1:1000:1000", "sync")
     reasons = "".join(line.split()[2] for line in trace.read_text().splitlines())
     if trickles:
-        assert reasons == "P" + "T" * 6, reasons
+        assert reasons == "P" + "T" * 6 + "O", reasons
     else:
         assert reasons[0] == "P" and "T" not in reasons, reasons

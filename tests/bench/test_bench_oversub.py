@@ -236,6 +236,24 @@ def test_ramp_reports_each_allocation_and_the_oom_then_goes_on(
 
 
 @pytest.mark.timeout(60)
+def test_a_loop_behind_its_schedule_still_makes_every_step_before_the_free(
+        sim_env: dict[str, str], workload_bin: Path) -> None:
+    """One 150 ms iteration passes both the whole ramp (10 ms steps) and the free (at 50 ms):
+    the ramp's due steps come first, so the schedule is never cut short by a slow loop."""
+    res = subprocess.run([str(workload_bin), "--kernels", "1", "--kernel-us", "150000",
+                          "--gap-ms", "0", "--mem", "48MiB", "--alloc-chunk", "16MiB",
+                          "--ramp-every-ms", "10", "--free-at-s", "0.05", "--seconds", "0.4"],
+                         env=sim_env, capture_output=True, text=True, timeout=50)
+    assert res.returncode == 0, res.stderr
+    lines = _lines(res.stdout)
+    allocs = [x for x in lines if x["type"] == "alloc"]
+    assert [a["ok"] for a in allocs] == [True] * 3
+    free = next(x for x in lines if x["type"] == "free")
+    assert free["chunks"] == 3 and free["bytes"] == 48 << 20
+    assert free["begin_mono_s"] >= allocs[-1]["mono_s"]
+
+
+@pytest.mark.timeout(60)
 def test_managed_footprint_is_checked_at_the_end(sim_env: dict[str, str],
                                                  workload_bin: Path) -> None:
     res = subprocess.run([str(workload_bin), "--kernels", "1", "--kernel-us", "200",
@@ -303,7 +321,10 @@ def test_short_ov1_run_on_the_simulator(tmp_path: Path, shim_lib: Path, sim_lib:
     assert ours["peak_mib"]["opp"]["host"] > 0
     assert none["peak_mib"]["opp"]["host"] == 0
     assert s["solo_prod_it_per_s"] and ours["prod_vs_solo"] is not None
-    assert ours["prod_peak_vs_solo"] is not None and ours["prod_ramp_vs_solo"] is not None
+    # the ramp window (first to last allocation) always has a length; the peak window (last
+    # allocation to the free) may have none where a loaded machine's loop fell behind its
+    # schedule and made its last steps at the free
+    assert ours["prod_ramp_vs_solo"] is not None
     # the opportunistic job ran on after production (its "before" needs its set-up to end
     # within production's 2 s lead: not asserted, a loaded machine may take longer)
     assert ours["opp_it_per_s"]["after"] > 0

@@ -9,7 +9,7 @@
  * see who fails and when, and what the job does next).  With --free-at-s S
  * the footprint is checked (--verify) and freed at t = S (a "free" line:
  * begin_mono_s before the check, mono_s after the free), and the loop goes
- * on without it.
+ * on without it; the steps due by then are all made first.
  */
 #include <time.h>
 
@@ -87,11 +87,11 @@ void wl_ramp_tick(struct wl_run *run, double t)
     const struct wl_config *cfg = &run->cfg;
     if (m->freed)
         return;
-    if (cfg->free_at_s > 0 && t >= cfg->free_at_s) {
-        wl_ramp_free(run, t);
-        return;
-    }
+    /* Every step due is made before the free: a loop that falls behind (a loaded machine,
+     * one slow iteration) still runs the whole schedule instead of skipping to the free. */
     while (cfg->ramp_every_ms > 0 && !m->ramp_stopped && m->allocated < m->nchunks &&
            t * 1e3 >= (double)m->allocated * cfg->ramp_every_ms)
         wl_ramp_step(run, t);
+    if (cfg->free_at_s > 0 && t >= cfg->free_at_s)
+        wl_ramp_free(run, t);
 }

@@ -10,7 +10,8 @@
  * never spins) on every stream launched on since it went busy, waits for
  * them (cuEventSynchronize), and if no launch happened since it read
  * launch_seq, the streams still query complete and stay so for the
- * settle time (adaptive, settle_learn), publishes the busy->idle transition exactly as a
+ * settle time (adaptive, settle_learn; none where the busy period ends at its usual launch
+ * count, usual_end), publishes the busy->idle transition exactly as a
  * synchronize would (sync_hooks.c: gap start, futex wake).  Otherwise it
  * records new tails and waits again.
  *
@@ -55,6 +56,13 @@
  * synchronize publishes its gap at once). */
 #define SETTLE_MAX_NS 2000000ull
 #define SETTLE_RING 16
+/* The settle is not needed where a busy period ends where it usually does: a training loop
+ * launches the same kernels every step, so its step ends after the same number of launches
+ * (launch_seq moves), and the drain that follows the step's last launch is its real gap, not a
+ * micro-gap.  When PERIOD_AGREE of the last PERIOD_RING busy periods moved launch_seq by the
+ * same count and the drain comes at that count, it is published at once. */
+#define PERIOD_RING 8
+#define PERIOD_AGREE 6
 
 static void settle_learn(struct tgs_drain *d, uint64_t now)
 {
@@ -74,6 +82,28 @@ static void settle_learn(struct tgs_drain *d, uint64_t now)
         s -= (s - base) / 128 + 1;
     }
     d->settle_ns = s < base ? base : s;
+}
+
+/* Does a drain seen at launch_seq seq0 end this busy period where most recent ones ended?
+ * Caller holds mu. */
+static int usual_end(const struct tgs_drain *d, uint64_t seq0)
+{
+    if (!d->period_start || d->ncounts < PERIOD_RING)
+        return 0;
+    uint64_t n = seq0 + 1 - d->period_start;
+    int agree = 0;
+    for (int i = 0; i < PERIOD_RING; i++)
+        agree += d->counts[i] == n;
+    return agree >= PERIOD_AGREE;
+}
+
+/* A busy period begins (caller holds mu): the one before it moved launch_seq this much. */
+static void period_begin(struct tgs_drain *d)
+{
+    uint64_t s = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) + 1;
+    if (d->period_start)
+        d->counts[d->ncounts++ % PERIOD_RING] = s - d->period_start;
+    d->period_start = s;
 }
 
 /* The per-thread default stream cannot be named from another thread. */
@@ -132,6 +162,7 @@ void tgs_drain_note(CUstream stream, int fresh)
         return;
     pthread_mutex_lock(&d->mu);
     if (fresh) {
+        period_begin(d);
         TGS_RELAXED_STORE(&d->n, 0);
         TGS_RELAXED_STORE(&d->any, 0);
         d->gen++;
@@ -251,6 +282,7 @@ static void *drain_main(void *arg)
         for (int i = 0; i < k; i++)
             s[i] = d->streams[i];
         uint64_t seq0 = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE);
+        int at_end = usual_end(d, seq0);
         pthread_mutex_unlock(&d->mu);
 
         uint64_t now = tgs_now_ns();
@@ -269,7 +301,7 @@ static void *drain_main(void *arg)
         uint64_t drained_t = same ? tgs_now_ns() : 0, settle = d->settle_ns;
         if (!settle)
             settle = d->settle_ns = tgs_g.opt.drain_settle_ns;
-        if (same && settle) {
+        if (same && settle && !at_end) {
             /* a gap shorter than this is the host between two launches: not published */
             tgs_sleep_ns(settle);
             same = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
@@ -286,6 +318,7 @@ static void *drain_main(void *arg)
         }
         if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0, drained_t)) {
             d->idles++;
+            d->early += at_end ? 1 : 0;
             d->drained_t = drained_t;
             spacing = DRAIN_MIN_ROUND_NS;
         } else if (r == 0 && spacing < DRAIN_MAX_ROUND_NS) {
@@ -324,10 +357,17 @@ void tgs_drain_reset(void)
     d->settle_ns = d->drained_t = 0;
     d->nlasted = 0;
     memset(d->lasted, 0, sizeof(d->lasted));
+    d->period_start = d->early = 0;
+    d->ncounts = 0;
+    memset(d->counts, 0, sizeof(d->counts));
 }
 
 void tgs_drain_stop(void)
 {
     struct tgs_drain *d = &tgs_g.drain;
     tgs_stop_helper(&d->mu, &d->cv, &d->pid, &d->stop, &d->stopped);
+    if (d->idles)
+        tgs_log(TGS_LOG_DEBUG, "drain: %llu idles published, %llu at a busy period's usual "
+                               "end without the settle", (unsigned long long)d->idles,
+                (unsigned long long)d->early);
 }

@@ -198,6 +198,10 @@ struct tgs_drain {
     uint64_t drained_t;         /* when the last published drain was first seen (0: none) */
     uint64_t lasted[16];        /* SETTLE_RING (drain.c): the last published drains: first seen to the next launch */
     uint32_t nlasted;
+    uint64_t period_start;      /* launch_seq when this busy period began (0: none yet) */
+    uint64_t counts[8];         /* PERIOD_RING (drain.c): launch_seq moves of the last busy periods */
+    uint32_t ncounts;
+    uint64_t early;             /* idles published at a period's usual end, without the settle */
 };
 
 /* A production process's own record of the gaps it started, by how they started

@@ -10,9 +10,10 @@
  *   ready             prints "ready", waits for a line on stdin
  *   fork:CMD          fork; the child runs CMD (one of these commands, or "none") and exits
  *                     through exit(); the parent waits for it: "fork <child exit status>"
- *   steps:N:G:P:W     N run-ahead steps, no synchronize: a G us kernel, P us of host time
+ *   steps:N:G:P:W[:V] N run-ahead steps, no synchronize: a G us kernel, P us of host time
  *                     (the GPU drains: a micro-gap), another G us kernel, W us of host
- *                     time (the step's real gap): "steps <rc>"
+ *                     time (the step's real gap): "steps <rc>"; V=1: step i launches i % 3
+ *                     more G us kernels before its gap (steps of varying launch counts)
  *   sync              cuCtxSynchronize: "sync <rc>"
  *   quit              exit(0) at once, whatever is queued
  */
@@ -61,7 +62,8 @@ static int cmd(const char *c)
         for (unsigned long long i = 0; i < arg(c, 1) && !r; i++) {
             r = cuLaunchKernel(fn, (unsigned)g, 1, 1, 1000, 1, 1, 0, NULL, NULL, NULL);
             usleep((useconds_t)arg(c, 3));
-            if (!r)
+            unsigned long long more = 1 + (arg(c, 5) ? i % 3 : 0);
+            for (unsigned long long k = 0; k < more && !r; k++)
                 r = cuLaunchKernel(fn, (unsigned)g, 1, 1, 1000, 1, 1, 0, NULL, NULL, NULL);
             usleep((useconds_t)arg(c, 4));
         }

@@ -7,8 +7,11 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 BUILD   := build
 
-CFLAGS_COMMON := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Werror -Ilibshim/include -D_GNU_SOURCE
-HEADERS := $(wildcard libshim/include/tgs/*.h)
+# contracts/include/tgs/: every header two products share (the driver and NVML ABIs, the
+# shared files' layouts, the size and log-level grammars); the shim and the simulator include
+# these and never each other's folders.
+CFLAGS_COMMON := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Werror -Icontracts/include -D_GNU_SOURCE
+HEADERS := $(wildcard contracts/include/tgs/*.h)
 
 SIM_SRC   := $(wildcard sim/*.c)
 SIM_HDR   := $(wildcard sim/*.h sim/*.def)
@@ -49,8 +52,8 @@ $(BUILD)/sim/libcuda.so: $(BUILD)/sim/libcuda.so.1
 	ln -sf libcuda.so.1 $@
 
 # The simulated NVML: serves the simulator's devices from its state file
-# (sim/sim_state.h); exports only the nvml* entry points.
-$(BUILD)/sim/libnvidia-ml.so.1: $(NVML_SRC) $(NVML_HDR) sim/sim_state.h sim/state_path.h $(HEADERS)
+# (tgs/sim_state.h); exports only the nvml* entry points.
+$(BUILD)/sim/libnvidia-ml.so.1: $(NVML_SRC) $(NVML_HDR) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -shared -Wl,-soname,libnvidia-ml.so.1 \
 		-Wl,-Bsymbolic -Wl,--no-undefined -o $@ $(NVML_SRC) -ldl -lpthread
@@ -58,7 +61,7 @@ $(BUILD)/sim/libnvidia-ml.so: $(BUILD)/sim/libnvidia-ml.so.1
 	ln -sf libnvidia-ml.so.1 $@
 
 # The shim (LD_PRELOAD).
-$(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS) sim/nvml/nvml_abi.h
+$(BUILD)/libtgs.so: $(SHIM_SRC) $(SHIM_HDR) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) -fvisibility=hidden -shared -Wl,-soname,libtgs.so -Wl,--no-undefined \
 		-o $@ $(SHIM_SRC) -ldl -lpthread

@@ -27,7 +27,7 @@ OUT = ROOT / "build" / "bench"
 SHIM = ROOT / "build" / "libtgs.so"
 SIM_DIR = ROOT / "build" / "sim"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-          f"-I{ROOT / 'libshim' / 'include'}"]
+          f"-I{ROOT / 'contracts' / 'include'}"]
 
 
 @dataclass

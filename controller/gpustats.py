@@ -1,8 +1,8 @@
 """Per-GPU utilisation and memory for status and metrics: NVML on real GPUs, the
 simulator's state file (TGS_SIM_STATE) on simulated ones.
 
-The simulator's state is read through tgs.intercept.simstate (the one Python copy of
-sim/sim_state.h, checked against the header).  Utilisation is busy time over wall time between two
+The simulator's state is read through tgs.intercept.simstate (its cffi binding of
+contracts/include/tgs/sim_state.h).  Utilisation is busy time over wall time between two
 samples at least MIN_WINDOW apart (the simulator updates busy_ns lazily).
 """
 

@@ -1,4 +1,4 @@
-"""The shim's contract: bindings of the files in libshim/include/tgs/segment.h, and
+"""The shim's contract: bindings of the files in contracts/include/tgs/segment.h, and
 locating/injecting the shim library.
 
     from tgs.intercept import segment

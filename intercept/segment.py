@@ -1,4 +1,4 @@
-"""Python side of a job's files (libshim/include/tgs/segment.h), for the controller and tools.
+"""Python side of a job's files (contracts/include/tgs/segment.h), for the controller and tools.
 
 A job has three files: ``<job>.ctl`` (controller-owned control segment), ``<job>.seg``
 (tenant-owned job segment: ledger and slots) and ``pub/<job>.pub`` (tenant-owned publish page).

@@ -1,13 +1,14 @@
 """The simulator's facts for Python: its state file's path, the environment it reads when it
-creates that file, and the file's layout (sim/sim_state.h).
+creates that file, and the file's layout (contracts/include/tgs/sim_state.h).
 
 The simulated driver keeps one state file per simulated device set (``STATE_ENV``, default
-/dev/shm/tgs-sim-<uid>).  This module is the only Python copy of those facts: the layout below
-mirrors the C header with ctypes, and tests/sim/test_simstate_layout.py compiles the header to
-prove every size, offset and constant equal.  ``read_state`` maps the file (benchmarks, tests,
-tools); ``read_devices`` reads it with pread only (the controller: in simulated mode a tenant
-may write or truncate it).  Counters advance lazily: they are exact as of each device's
-``t_last_ns`` (CLOCK_MONOTONIC), the last time any process touched it.
+/dev/shm/tgs-sim-<uid>).  The layout is not copied here: ``ffi()`` binds the header's CDEF block
+through cffi, as tgs.intercept.header binds segment.h, and the ctypes classes below (``SimState``
+and the structs it holds) are built from that binding, field by field at cffi's offsets;
+tests/sim/test_simstate_layout.py checks the binding against the compiler.  ``read_state`` maps
+the file (benchmarks, tests, tools); ``read_devices`` reads it with pread only (the controller: in
+simulated mode a tenant may write or truncate it).  Counters advance lazily: they are exact as of
+each device's ``t_last_ns`` (CLOCK_MONOTONIC), the last time any process touched it.
 """
 
 from __future__ import annotations
@@ -16,22 +17,45 @@ import ctypes
 import fcntl
 import mmap
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import cffi
+
+from .header import bind, constants, extract_cdef, find_header
 from .ofd import F_OFD_GETLK, lock_request, lock_type
 from .sizes import SizeError, parse_size
 
-SIM_STATE_MAGIC = 0x314D4953534754
-SIM_STATE_VERSION = 2
-SIM_MAX_DEVICES = 8
-SIM_MAX_PROCS = 128
-SIM_MAX_CTXS = 256
-SIM_RING = 2048
-SIM_MARKER_RING = 2048
-SIM_LOCK_SLOT_BASE = 0
-SIM_MAX_MRANGES = 1024
+HEADER = "sim_state.h"
+# The CDEF block names pthread_mutex_t only inside a union with char lock_pad[64], which fixes
+# the union's size; the binding needs the type to exist, not its platform size.
+_PRELUDE = "typedef struct { uint64_t opaque; } pthread_mutex_t;\n"
+
+
+def ffi() -> cffi.FFI:
+    """The FFI with sim_state.h's layout declared."""
+    return bind(HEADER, _PRELUDE)
+
+
+def _const(name: str) -> int:
+    return int(getattr(constants(HEADER, _PRELUDE), name))
+
+
+CONSTANTS: dict[str, int] = {
+    n: _const(n) for n in re.findall(r"^\s*#define\s+(\w+)",
+                                     extract_cdef(find_header(HEADER).read_text(), HEADER), re.M)}
+SIM_STATE_MAGIC = CONSTANTS["SIM_STATE_MAGIC"]
+SIM_STATE_VERSION = CONSTANTS["SIM_STATE_VERSION"]
+SIM_MAX_DEVICES = CONSTANTS["SIM_MAX_DEVICES"]
+SIM_MAX_PROCS = CONSTANTS["SIM_MAX_PROCS"]
+SIM_MAX_CTXS = CONSTANTS["SIM_MAX_CTXS"]
+SIM_RING = CONSTANTS["SIM_RING"]
+SIM_MARKER_RING = CONSTANTS["SIM_MARKER_RING"]
+SIM_LOCK_SLOT_BASE = CONSTANTS["SIM_LOCK_SLOT_BASE"]
+SIM_MAX_MRANGES = CONSTANTS["SIM_MAX_MRANGES"]
 
 # The environment the simulator reads (sim/state.c, sim/env.c; docs/simulator.md).
 STATE_ENV = "TGS_SIM_STATE"        # state file: an absolute path, else the default below
@@ -40,14 +64,17 @@ MEM_ENV = "TGS_SIM_MEM"            # memory per device of a new state file (byte
 DEFAULT_DEVICES = 1
 DEFAULT_MEM = 16 << 30
 MIN_MEM = 1 << 20                  # the simulator's least capacity (sim/env.c)
+STATE_PATH_MAX = 4000              # a longer TGS_SIM_STATE is refused (tgs/state_path.h)
 
 
 def state_path(env: Mapping[str, str] | None = None) -> Path:
     """The state file the simulator uses under ``env`` (default: ours): STATE_ENV when it is an
-    absolute path, else /dev/shm/tgs-sim-<uid> (the simulator's own rule)."""
+    absolute path shorter than STATE_PATH_MAX bytes, else /dev/shm/tgs-sim-<uid>
+    (tgs/state_path.h, the simulator's own rule)."""
     value = (os.environ if env is None else env).get(STATE_ENV)
-    return Path(value) if value and value.startswith("/") else \
-        Path(f"/dev/shm/tgs-sim-{os.getuid()}")
+    if value and value.startswith("/") and len(os.fsencode(value)) < STATE_PATH_MAX:
+        return Path(value)
+    return Path(f"/dev/shm/tgs-sim-{os.getuid()}")
 
 
 def default_path() -> str:
@@ -74,73 +101,69 @@ def env_devices(env: Mapping[str, str] | None = None) -> tuple[int, int]:
     return n, env_bytes(e.get(MEM_ENV, ""), DEFAULT_MEM)
 
 
-u32, i32, u64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64
+_PRIMITIVES: dict[str, Any] = {
+    "char": ctypes.c_char, "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
+    "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
+}
 
 
-class SimItem(ctypes.Structure):
-    _fields_ = [("remaining_ns", u64), ("marker", u64)]
+def _ctypes_of(t: Any, made: dict[str, type[ctypes.Structure]]) -> Any:
+    """The ctypes type of a cffi type of the layout."""
+    if t.kind == "primitive":
+        return _PRIMITIVES[t.cname]
+    if t.kind == "array":
+        return _ctypes_of(t.item, made) * t.length
+    if t.kind == "struct":
+        return _structure(t, made)
+    raise TypeError(f"{HEADER}: no ctypes type for {t.cname}")
 
 
-class SimMarker(ctypes.Structure):
-    _fields_ = [("id", u64), ("t_ns", u64)]
+def _structure(t: Any, made: dict[str, type[ctypes.Structure]]) -> type[ctypes.Structure]:
+    """A ctypes Structure for a cffi struct: its fields at cffi's offsets.  Of the members of an
+    anonymous union (the same offset) the largest is kept: a device's lock_pad, not the mutex
+    it pads (the file is only read here)."""
+    if t.cname in made:
+        return made[t.cname]
+    f = ffi()
+    by_offset: dict[int, tuple[str, Any]] = {}
+    for name, fld in t.fields:
+        kept = by_offset.get(fld.offset)
+        if kept is None or f.sizeof(fld.type) > f.sizeof(kept[1]):
+            by_offset[fld.offset] = (name, fld.type)
+    fields = [(name, _ctypes_of(ft, made)) for _, (name, ft) in sorted(by_offset.items())]
+    cls = type(_class_name(t.cname), (ctypes.Structure,), {"_fields_": fields})
+    for name, fld in t.fields:
+        if name in dict(fields) and getattr(cls, name).offset != fld.offset:
+            raise TypeError(f"{HEADER}: {t.cname}.{name} lands at a different offset in ctypes")
+    if ctypes.sizeof(cls) != f.sizeof(t):
+        raise TypeError(f"{HEADER}: {t.cname} has a different size in ctypes")
+    made[t.cname] = cls
+    return cls
 
 
-class SimCtx(ctypes.Structure):
-    _fields_ = [
-        ("in_use", u32), ("proc", i32), ("dev", i32), ("gen", u32),
-        ("head", u64), ("tail", u64), ("busy_ns", u64), ("last_done_ns", u64),
-        ("pending_ns", u64),
-        ("items", SimItem * SIM_RING), ("markers", SimMarker * SIM_MARKER_RING),
-    ]
+def _class_name(cname: str) -> str:
+    """``struct sim_proc_dev`` -> ``SimProcDev``."""
+    return "".join(w.capitalize() for w in cname.removeprefix("struct ").split("_"))
 
 
-class SimProcDev(ctypes.Structure):
-    _fields_ = [("mem_used", u64), ("managed_used", u64), ("busy_ns", u64)]
+def _structs() -> dict[str, type[ctypes.Structure]]:
+    made: dict[str, type[ctypes.Structure]] = {}
+    names = sorted(n for n in ffi().list_types()[1] if n.startswith("sim_"))
+    return {n: _structure(ffi().typeof(f"struct {n}"), made) for n in names}
 
 
-class SimProc(ctypes.Structure):
-    _fields_ = [("in_use", u32), ("pid", i32), ("started_ns", u64),
-                ("dev", SimProcDev * SIM_MAX_DEVICES)]
-
-
-class SimDevice(ctypes.Structure):
-    _fields_ = [
-        ("lock_pad", ctypes.c_char * 64),
-        ("mem_total", u64), ("mem_used", u64), ("managed_used", u64), ("busy_ns", u64),
-        ("t_last_ns", u64), ("slice_end_ns", u64), ("cur_ctx", i32), ("pad0", u32),
-        ("kernels_done", u64), ("switches", u64), ("last_reap_ns", u64),
-    ]
-
-
-class SimHeader(ctypes.Structure):
-    _fields_ = [
-        ("magic", u64), ("version", u32), ("ndevices", u32), ("mem_per_device", u64),
-        ("timeslice_ns", u64), ("file_size", u64), ("created_ns", u64), ("uuid_seed", u64),
-        ("host_used", u64), ("reserved", u64 * 7),
-    ]
-
-
-class SimMrange(ctypes.Structure):
-    _fields_ = [("in_use", u32), ("proc", i32), ("dev", i32), ("preferred", i32),
-                ("base", u64), ("size", u64), ("resident", u64), ("last_use_ns", u64)]
-
-
-class SimResidency(ctypes.Structure):
-    _fields_ = [
-        ("resident", u64 * SIM_MAX_DEVICES), ("evicted", u64 * SIM_MAX_DEVICES),
-        ("migrated", u64 * SIM_MAX_DEVICES), ("hwm", u32), ("pad0", u32),
-        ("r", SimMrange * SIM_MAX_MRANGES),
-    ]
-
-
-class SimState(ctypes.Structure):
-    _fields_ = [
-        ("hdr", SimHeader),
-        ("dev", SimDevice * SIM_MAX_DEVICES),
-        ("proc", SimProc * SIM_MAX_PROCS),
-        ("ctx", SimCtx * SIM_MAX_CTXS),
-        ("res", SimResidency),
-    ]
+# Every struct of the header, by its C name, as ctypes (the public names below are these).
+STRUCTS: dict[str, type[ctypes.Structure]] = _structs()
+SimItem = STRUCTS["sim_item"]
+SimMarker = STRUCTS["sim_marker"]
+SimCtx = STRUCTS["sim_ctx"]
+SimProcDev = STRUCTS["sim_proc_dev"]
+SimProc = STRUCTS["sim_proc"]
+SimDevice = STRUCTS["sim_device"]
+SimHeader = STRUCTS["sim_header"]
+SimMrange = STRUCTS["sim_mrange"]
+SimResidency = STRUCTS["sim_residency"]
+SimState = STRUCTS["sim_state"]
 
 
 @dataclass
@@ -267,28 +290,16 @@ def read_devices(path: str | os.PathLike[str]) -> dict[int, tuple[int, int, int]
         os.close(fd)
 
 
-STRUCTS: dict[str, type[ctypes.Structure]] = {
-    "sim_item": SimItem, "sim_marker": SimMarker, "sim_ctx": SimCtx,
-    "sim_proc_dev": SimProcDev, "sim_proc": SimProc, "sim_device": SimDevice,
-    "sim_header": SimHeader, "sim_state": SimState, "sim_mrange": SimMrange,
-    "sim_residency": SimResidency,
-}
-CONSTANTS = {
-    "SIM_STATE_MAGIC": SIM_STATE_MAGIC, "SIM_STATE_VERSION": SIM_STATE_VERSION,
-    "SIM_MAX_DEVICES": SIM_MAX_DEVICES, "SIM_MAX_PROCS": SIM_MAX_PROCS,
-    "SIM_MAX_CTXS": SIM_MAX_CTXS, "SIM_RING": SIM_RING, "SIM_MARKER_RING": SIM_MARKER_RING,
-    "SIM_LOCK_SLOT_BASE": SIM_LOCK_SLOT_BASE, "SIM_MAX_MRANGES": SIM_MAX_MRANGES,
-}
-
-
 def offsets() -> dict[str, int]:
-    """Every size and field offset of the mirrored layout, keyed by the C expression that
+    """Every size and field offset of the bound layout (cffi's), keyed by the C expression that
     gives it (tests compile these against sim_state.h)."""
+    f = ffi()
     out: dict[str, int] = {}
-    for cname, cls in STRUCTS.items():
-        out[f"sizeof(struct {cname})"] = ctypes.sizeof(cls)
-        for fname, *_ in cls._fields_:
-            out[f"offsetof(struct {cname}, {fname})"] = getattr(cls, fname).offset
+    for cname in STRUCTS:
+        t = f.typeof(f"struct {cname}")
+        out[f"sizeof(struct {cname})"] = f.sizeof(t)
+        for fname, fld in t.fields:
+            out[f"offsetof(struct {cname}, {fname})"] = fld.offset
     return out
 
 
@@ -309,6 +320,7 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["CONSTANTS", "DEFAULT_DEVICES", "DEFAULT_MEM", "DEVICES_ENV", "MEM_ENV", "STATE_ENV",
-           "STRUCTS", "DeviceInfo", "ProcessInfo", "SimSnapshot", "default_path", "env_bytes",
-           "env_devices", "offsets", "read_devices", "read_state", "state_path"]
+__all__ = ["CONSTANTS", "DEFAULT_DEVICES", "DEFAULT_MEM", "DEVICES_ENV", "HEADER", "MEM_ENV",
+           "STATE_ENV", "STATE_PATH_MAX", "STRUCTS", "DeviceInfo", "ProcessInfo", "SimSnapshot",
+           "default_path", "env_bytes", "env_devices", "ffi", "offsets", "read_devices",
+           "read_state", "state_path"]

@@ -1,4 +1,4 @@
-"""Byte sizes: the grammar of libshim/include/tgs/size.h, in Python (the tools, the
+"""Byte sizes: the grammar of contracts/include/tgs/size.h, in Python (the tools, the
 simulator's reader).  Both run the vectors of tests/abi/size_vectors.json; the grammar is
 documented once, in docs/usage.md "Sizes".
 

@@ -1,13 +1,13 @@
 /*
  * libshim/nvml_shim.h: internals of the NVML view (nvml_real.c, nvml_job.c,
  * nvml_hooks.c).  The NVML ABI is the project's own declaration of it,
- * sim/nvml/nvml_abi.h (checked against NVIDIA's nvml.h by
+ * tgs/nvml_abi.h (contracts/, checked against NVIDIA's nvml.h by
  * tests/sim/test_nvml_abi.py); the shim never links or loads NVML.
  */
 #ifndef TGS_NVML_SHIM_H
 #define TGS_NVML_SHIM_H
 
-#include "../sim/nvml/nvml_abi.h"
+#include "tgs/nvml_abi.h"
 #include "shim.h"
 
 /* The NVML entry points the shim replaces, in the order of their slot in

@@ -11,7 +11,7 @@
 
 #include "tgs/cuda_abi.h"
 #include "image.h"
-#include "sim_state.h"
+#include "tgs/sim_state.h"
 
 #pragma GCC visibility push(hidden)
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "sim.h"
-#include "state_path.h"
+#include "tgs/state_path.h"
 
 #define DEFAULT_MEM (16ull << 30)
 

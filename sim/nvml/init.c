@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "nvml_sim.h"
-#include "../state_path.h"
+#include "tgs/state_path.h"
 #include "tgs/log_level.h"
 
 struct nvml_globals g_nvml = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
@@ -39,7 +39,7 @@ static void warn(const char *fmt, const char *a, const char *b)
     fputc('\n', stderr);
 }
 
-/* The simulator's own rule (sim/state_path.h), said in our voice. */
+/* The simulator's own rule (tgs/state_path.h), said in our voice. */
 static void state_path(char *buf, size_t n)
 {
     const char *why = sim_state_path(buf, n);

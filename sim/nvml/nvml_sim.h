@@ -2,7 +2,7 @@
  * nvml_sim.h: private declarations of the simulated NVML.  Everything here
  * is hidden; only the nvml* entry points (NVML_API) are exported.
  *
- * The library maps the simulator's state file (sim/sim_state.h) read-only:
+ * The library maps the simulator's state file (tgs/sim_state.h) read-only:
  * it never writes the simulator's state and never takes its locks, so a
  * monitoring process can neither wedge nor corrupt the simulated GPUs.
  */
@@ -12,8 +12,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../sim_state.h"
-#include "nvml_abi.h"
+#include "tgs/sim_state.h"
+#include "tgs/nvml_abi.h"
 
 #define NVML_API __attribute__((visibility("default")))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-INC = ROOT / "libshim" / "include"
+INC = ROOT / "contracts" / "include"
 ABI = INC / "tgs" / "cuda_abi.h"
 LOOKUP = ROOT / "sim" / "lookup.c"
 CUDA_INC = Path("/usr/local/cuda/include")

@@ -1,4 +1,4 @@
-"""One size grammar: the C parser (libshim/include/tgs/size.h: the shim, the simulator, the
+"""One size grammar: the C parser (contracts/include/tgs/size.h: the shim, the simulator, the
 workload) and the Python one (intercept/sizes.py: the tools) give the same answer for every
 vector of size_vectors.json, and those answers are the documented ones."""
 
@@ -14,7 +14,7 @@ from tgs.intercept.sizes import MAX_SIZE, SizeError, parse_limit, parse_size
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-HEADER = ROOT / "libshim" / "include" / "tgs" / "size.h"
+HEADER = ROOT / "contracts" / "include" / "tgs" / "size.h"
 VECTORS: list[list[object]] = json.loads((HERE / "size_vectors.json").read_text())["vectors"]
 
 
@@ -58,7 +58,7 @@ def c_parser() -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / f".size_vectors.{os.getpid()}"
     subprocess.run(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror",
-                    f"-I{ROOT / 'libshim' / 'include'}", str(src), "-o", str(tmp)],
+                    f"-I{ROOT / 'contracts' / 'include'}", str(src), "-o", str(tmp)],
                    check=True, capture_output=True, text=True)
     os.replace(tmp, exe)
     return exe

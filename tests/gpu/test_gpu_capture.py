@@ -30,7 +30,7 @@ NOT_COMPARED = {"id", "capture_ms", "replay_ms"}
 def build(src: Path, tmp: Path) -> Path:
     exe = tmp / src.stem
     subprocess.run(["gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-                    f"-I{ROOT / 'libshim' / 'include'}", str(src), "-o", str(exe),
+                    f"-I{ROOT / 'contracts' / 'include'}", str(src), "-o", str(exe),
                     "-Wl,--no-as-needed", f"-L{SIM_DIR}", "-lcuda", "-ldl", "-lpthread"],
                    check=True, capture_output=True, text=True)
     return exe

@@ -29,7 +29,7 @@ def _build(name: str) -> Path:
     tmp = OUT / f".{name}.{os.getpid()}"
     cmd = [
         "gcc", "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-        f"-I{ROOT / 'libshim' / 'include'}", f"-I{ROOT / 'libshim'}", f"-I{COMMON}",
+        f"-I{ROOT / 'contracts' / 'include'}", f"-I{ROOT / 'libshim'}", f"-I{COMMON}",
         str(src), "-o", str(tmp),
         "-Wl,--no-as-needed", f"-L{ROOT / 'build' / 'sim'}", "-lcuda", "-ldl", "-lpthread",
     ]

@@ -264,8 +264,8 @@ def nvml_client() -> Path:
     exe = out / "nvml_client"
     tmp = out / f".nvml_client.{os.getpid()}"
     subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror",
-                    "-I", str(ROOT / "sim" / "nvml"), str(Path(__file__).parent / "progs" /
-                                                       "nvml_client.c"),
+                    "-I", str(ROOT / "contracts" / "include"),
+                    str(Path(__file__).parent / "progs" / "nvml_client.c"),
                     "-o", str(tmp), "-L", str(NVML_LIB.parent), "-lnvidia-ml"],
                    check=True, capture_output=True, text=True)
     os.replace(tmp, exe)

@@ -34,7 +34,7 @@ def _build(name: str, flags: list[str]) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     cmd = ["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-           "-I", str(ROOT / "libshim" / "include"), "-I", str(COMMON),
+           "-I", str(ROOT / "contracts" / "include"), "-I", str(COMMON),
            "-o", str(tmp), str(src), *flags]
     subprocess.run(cmd, check=True)
     os.replace(tmp, out)  # atomic: parallel sessions never see half a binary

@@ -1,4 +1,5 @@
-"""The simulated NVML's own ABI declarations (sim/nvml/nvml_abi.h) against NVIDIA's nvml.h.
+"""The simulated NVML's own ABI declarations (contracts/include/tgs/nvml_abi.h) against
+NVIDIA's nvml.h.
 
 nvml.h comes from the CUDA toolkit or the `nvidia-nvml-dev` wheel (in the test extra);
 without one these tests skip.  Checked: struct sizes and field offsets, enum and macro
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ROOT / "sim" / "nvml" / "nvml_abi.h"
+OURS = ROOT / "contracts" / "include" / "tgs" / "nvml_abi.h"
+CONTRACTS = ROOT / "contracts" / "include"
 SIM_DIR = ROOT / "build" / "sim"
 
 pytestmark = pytest.mark.timeout(120)
@@ -89,7 +91,7 @@ VALUES = [
 
 def _layout_source() -> str:
     lines = ["#include <stddef.h>", "#include <stdio.h>", "#ifdef REAL", "#include <nvml.h>",
-             "#else", '#include "nvml_abi.h"', "#endif", "int main(void) {"]
+             "#else", '#include "tgs/nvml_abi.h"', "#endif", "int main(void) {"]
     for t in SIZES:
         lines.append(f'printf("sizeof {t} %zu\\n", sizeof({t}));')
     for t, fields in OFFSETS.items():
@@ -117,7 +119,7 @@ def test_struct_layouts_and_values_match_nvml_h(tmp_path: Path) -> None:
     assert NVML_H is not None
     src = _layout_source()
     real = _compile_run(tmp_path, "real", src, ["-DREAL", "-I", str(NVML_H.parent)])
-    ours = _compile_run(tmp_path, "ours", src, ["-I", str(OURS.parent)])
+    ours = _compile_run(tmp_path, "ours", src, ["-I", str(CONTRACTS)])
     real_map = dict(ln.rsplit(" ", 1) for ln in real.splitlines())
     ours_map = dict(ln.rsplit(" ", 1) for ln in ours.splitlines())
     assert len(ours_map) == len(SIZES) + sum(map(len, OFFSETS.values())) + len(VALUES)

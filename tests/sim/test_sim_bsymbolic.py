@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-INC = ROOT / "libshim" / "include"
+INC = ROOT / "contracts" / "include"
 
 pytestmark = pytest.mark.timeout(60)
 

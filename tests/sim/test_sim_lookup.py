@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ABI = ROOT / "libshim" / "include" / "tgs" / "cuda_abi.h"
+ABI = ROOT / "contracts" / "include" / "tgs" / "cuda_abi.h"
 
 SUCCESS, NOT_FOUND_STATUS, VERSION_NOT_SUFFICIENT = 0, 1, 2
 CUDA_ERROR_NOT_FOUND = 500

@@ -160,14 +160,17 @@ def test_preferred_device_fault_evicts_other_processes_unpreferred_pages(
 
 
 def test_reader_layout_matches_the_compiler(tmp_path: Path) -> None:
-    """intercept/simstate.py mirrors sim_state.h (with the residency table): same offsets."""
-    facts = simstate.offsets()
+    """tgs.intercept.simstate's binding of tgs/sim_state.h (with the residency table): the
+    compiler's offsets."""
+    facts = {k: v for k, v in simstate.offsets().items() if "sim_mrange" in k or "sim_res" in k}
+    assert facts
     body = "".join(f'printf("%zu\\n", (size_t){k});' for k in facts)
     src = tmp_path / "layout.c"
-    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "sim_state.h"\n'
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tgs/sim_state.h"\n'
                    f"int main(void){{{body}return 0;}}\n")
     exe = tmp_path / "layout"
     root = Path(__file__).resolve().parents[2]
-    subprocess.run(["gcc", f"-I{root / 'sim'}", str(src), "-o", str(exe)], check=True)
+    subprocess.run(["gcc", f"-I{root / 'contracts' / 'include'}", str(src), "-o", str(exe)],
+                   check=True)
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     assert dict(zip(facts, (int(x) for x in got), strict=True)) == facts

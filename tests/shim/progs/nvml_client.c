@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvml_abi.h"
+#include "tgs/nvml_abi.h"
 
 int main(int argc, char **argv)
 {

@@ -1,8 +1,9 @@
 /*
- * sim/state_path.h: where the simulator's shared state file is, one rule for
- * the simulated driver (state.c) and its NVML (nvml/init.c); the Python
- * mirror is tgs.intercept.simstate.default_path.  TGS_SIM_STATE if it is an
- * absolute path shorter than 4000 bytes, else /dev/shm/tgs-sim-<uid>.
+ * tgs/state_path.h: where the simulator's shared state file is, one rule for
+ * the simulated driver (sim/state.c), its NVML (sim/nvml/init.c) and every
+ * reader of the file; Python's copy of the rule is
+ * tgs.intercept.simstate.state_path.  TGS_SIM_STATE if it is an absolute
+ * path shorter than 4000 bytes, else /dev/shm/tgs-sim-<uid>.
  */
 #ifndef SIM_STATE_PATH_H
 #define SIM_STATE_PATH_H

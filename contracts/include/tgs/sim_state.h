@@ -1,11 +1,11 @@
 /*
- * sim_state.h: layout of the simulator's shared state file (TGS_SIM_STATE).
+ * tgs/sim_state.h: layout of the simulator's shared state file (TGS_SIM_STATE).
  *
  * Every process that names the same file shares one simulated device set.
  * The file is created complete (under a temporary name, then linked into
  * place), so a reader that sees SIM_STATE_MAGIC sees initialised devices.
- * Readers outside the simulator (intercept/simstate.py) only read: counters are
- * updated lazily, as of each device's t_last_ns (CLOCK_MONOTONIC).
+ * Readers outside the simulator (tgs.intercept.simstate) only read: counters
+ * are updated lazily, as of each device's t_last_ns (CLOCK_MONOTONIC).
  *
  * Locks: each device has a robust process-shared mutex guarding that device
  * and every context slot and per-device process counter that refers to it.
@@ -13,8 +13,14 @@
  * SIM_LOCK_SLOT_BASE + i of the file; the kernel drops it when the owner
  * dies, which is how dead processes are found and reclaimed.
  *
- * Layout rules: fixed-size fields only, no pointers; intercept/simstate.py
- * mirrors this file and tests/sim checks the offsets agree.
+ * Layout rules: fixed-size fields only, no pointers.  This header is the one
+ * copy of the layout: tgs.intercept.simstate hands the part between the CDEF
+ * markers to cffi (as intercept/header.py does with segment.h), so that part
+ * keeps to what cffi's cdef parser accepts: structs of fixed-size integers
+ * and chars, "#define NAME <integer literal>" constants, and pthread_mutex_t
+ * only inside a union with a char array that fixes its size (the binding
+ * declares the mutex opaque).  tests/sim/test_simstate_layout.py checks the
+ * binding's sizes, offsets and constants against the compiler's.
  */
 #ifndef TGS_SIM_STATE_H
 #define TGS_SIM_STATE_H
@@ -22,6 +28,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#define SIM_PINNED (-3)      /* sim_mrange.preferred of a page-locked host range */
+
+/* CDEF-BEGIN */
 #define SIM_STATE_MAGIC 0x314d4953534754ULL /* "TGSSIM1" */
 #define SIM_STATE_VERSION 2 /* 2: a marker slot per ring slot; 1: the residency table was appended */
 #define SIM_MAX_DEVICES 8
@@ -31,7 +40,6 @@
 #define SIM_MARKER_RING 2048 /* remembered event completion times per context (>= SIM_RING) */
 #define SIM_LOCK_SLOT_BASE 0 /* OFD lock byte of process slot i: base + i */
 #define SIM_MAX_MRANGES 1024 /* managed allocations tracked for residency, all processes */
-#define SIM_PINNED (-3)      /* sim_mrange.preferred of a page-locked host range */
 
 /* One queued operation: a kernel (marker == 0) or an event marker. */
 struct sim_item {
@@ -138,5 +146,10 @@ struct sim_state {
     struct sim_ctx ctx[SIM_MAX_CTXS];
     struct sim_residency res;
 };
+/* CDEF-END */
+
+#ifndef __cplusplus
+_Static_assert(sizeof(pthread_mutex_t) <= 64, "a device's mutex fits its 64-byte pad");
+#endif
 
 #endif /* TGS_SIM_STATE_H */

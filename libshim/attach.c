@@ -200,10 +200,11 @@ struct tgs_lane *tgs_lane_slow(struct tgs_slot *s)
     return tgs_tls.lane;
 }
 
-void tgs_atfork_child(void)
+/* In a forked child (lifecycle.c, after the other subsystems' resets): the inherited
+ * descriptor shares the parent's open file description and therefore its slot lock: close
+ * it, forget the slot and what was charged to it, attach anew later. */
+void tgs_attach_forget(void)
 {
-    /* The inherited descriptor shares the parent's open file description and
-     * therefore its slot lock: close it, forget the slot, attach anew later. */
     pthread_mutex_init(&tgs_g.attach_mu, NULL);
     pthread_mutex_init(&tgs_g.ledger_mu, NULL);
     pthread_mutex_init(&tgs_g.inflight_mu, NULL);
@@ -224,15 +225,12 @@ void tgs_atfork_child(void)
     tgs_g.cline = NULL;
     tgs_g.pub = NULL;
     tgs_g.ledger_id = 0;
-    tgs_peers_reset();
     tgs_g.slot_idx = -1;
     tgs_g.epoch++;
     tgs_g.local_used = 0;
     tgs_g.dev_active = 0;
     tgs_g.launched_work = tgs_g.retired_work = 0;
     tgs_g.ev_head = tgs_g.ev_tail = 0;
-    tgs_fit_reset();
-    tgs_drain_reset();
     tgs_ptrmap_reset(&tgs_g.ptrs);
     tgs_tls.lane = NULL;
     __atomic_store_n(&tgs_g.attach_state, TGS_ATTACH_NONE, __ATOMIC_RELEASE);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "state.h"
 
 void tgs_log(int level, const char *fmt, ...)
 {

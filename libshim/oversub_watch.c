@@ -42,8 +42,9 @@ uint64_t tgs_oversub_margin(uint64_t total)
     return m < MARGIN_MIN ? MARGIN_MIN : m > MARGIN_MAX ? MARGIN_MAX : m;
 }
 
-/* In a forked child: no CUDA, and mu may have been held by a thread that is not there. */
-static void atfork_child(void)
+/* In a forked child (lifecycle.c): no CUDA, and mu may have been held by a thread that is not
+ * there. */
+void tgs_oversub_reset(void)
 {
     struct tgs_oversub *o = ov();
     pthread_mutex_init(&o->mu, NULL);
@@ -59,12 +60,9 @@ static void atfork_child(void)
     o->npend = o->cappend = 0;
 }
 
-static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
-
 void tgs_oversub_track(uint64_t ptr, uint64_t bytes, int host)
 {
     struct tgs_oversub *o = ov();
-    pthread_once(&o->fork_once, register_atfork);
     CUdevice dev = 0;
     if (!tgs_g.real.cuCtxGetDevice || tgs_g.real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         dev = 0;

@@ -1,10 +1,8 @@
-/* libshim/state.c: the one global state struct, lazy init, fork and exit. */
+/* libshim/state.c: the one global state struct, the per-thread state, the clock. */
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "shim.h"
+#include "state.h"
 
 struct tgs_global tgs_g = {
     .once = PTHREAD_ONCE_INIT,
@@ -18,8 +16,8 @@ struct tgs_global tgs_g = {
     .peers = { .mu = PTHREAD_MUTEX_INITIALIZER },
     .drain = { .mu = PTHREAD_MUTEX_INITIALIZER, .rec_mu = PTHREAD_MUTEX_INITIALIZER,
                .cv = PTHREAD_COND_INITIALIZER },
-    .oversub = { .mu = PTHREAD_MUTEX_INITIALIZER, .fork_once = PTHREAD_ONCE_INIT,
-                 .free_mu = PTHREAD_MUTEX_INITIALIZER, .wcv = PTHREAD_COND_INITIALIZER },
+    .oversub = { .mu = PTHREAD_MUTEX_INITIALIZER, .free_mu = PTHREAD_MUTEX_INITIALIZER,
+                 .wcv = PTHREAD_COND_INITIALIZER },
     .fd = -1,
     .slot_idx = -1,
 };
@@ -39,34 +37,4 @@ void tgs_sleep_ns(uint64_t ns)
                            .tv_nsec = (long)(ns % 1000000000ull) };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
-}
-
-static void tgs_init_once(void)
-{
-    tgs_tls.in_init = 1;
-    tgs_options_load();
-    tgs_real_bootstrap();
-    tgs_real_open();
-    tgs_hooks_resolve_real();
-    pthread_atfork(NULL, NULL, tgs_atfork_child);
-    tgs_tls.in_init = 0;
-    __atomic_store_n(&tgs_g.ready, 1, __ATOMIC_RELEASE);
-}
-
-void tgs_init_slow(void)
-{
-    /* The driver's constructors may call back into dlsym while we load it:
-     * that thread must not wait on its own pthread_once. */
-    if (tgs_tls.in_init)
-        return;
-    pthread_once(&tgs_g.once, tgs_init_once);
-}
-
-/* Give the slot back on a clean exit (a crash is reclaimed by the next
- * process of the job that attaches, through the slot's OFD lock). */
-__attribute__((destructor)) static void tgs_fini(void)
-{
-    tgs_drain_stop();
-    tgs_oversub_stop();
-    tgs_detach();
 }

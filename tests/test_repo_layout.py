@@ -98,3 +98,69 @@ def test_the_checker_sees_a_foreign_include(tmp_path: Path) -> None:
     assert _resolve(src, "../sim/sim.h") == (ROOT / "sim" / "sim.h").resolve()
     assert _resolve(src, "tgs/segment.h") == (CONTRACTS / "tgs" / "segment.h").resolve()
     assert _resolve(src, "no/such.h") is None
+
+
+# ---------------------------------------------------------------- the shim's layers
+LIBSHIM = ROOT / "libshim"
+
+
+def _layer_table() -> dict[str, set[str]]:
+    """libshim/README.md's layers: name -> the files its row names (subsystems: the rest)."""
+    text = (LIBSHIM / "README.md").read_text()
+    rows = text[text.index("## Layers"):]
+    out: dict[str, set[str]] = {}
+    for m in re.finditer(r"^\| (state|subsystems|lifecycle) \| ([^|]*) \|", rows, re.M):
+        out[m.group(1)] = set(re.findall(r"`([\w.]+\.[ch])`", m.group(2)))
+    return out
+
+
+def _ranks() -> dict[str, int]:
+    """Every C file of libshim/ -> its layer: 0 state, 1 subsystems, 2 lifecycle."""
+    table = _layer_table()
+    files = {p.name for p in LIBSHIM.iterdir() if p.suffix in (".c", ".h")}
+    return {f: 0 if f in table["state"] else 2 if f in table["lifecycle"] else 1 for f in files}
+
+
+def _include_edges() -> set[tuple[str, str]]:
+    """(file, libshim file it includes) for every `#include "..."` inside libshim/."""
+    return {(src.name, got.name) for src, _, got in _includes("libshim")
+            if got is not None and got.parent == LIBSHIM.resolve()}
+
+
+def _layer_cycle(edges: set[tuple[str, str]], rank: dict[str, int]) -> list[tuple[str, str]]:
+    """The edges that go up a layer (an edge up and the edges down make a cycle of layers)."""
+    return sorted((a, b) for a, b in edges if rank[a] < rank[b])
+
+
+def test_libshim_layers_are_listed() -> None:
+    table = _layer_table()
+    assert set(table) == {"state", "subsystems", "lifecycle"}
+    named = table["state"] | table["lifecycle"] | table["subsystems"]
+    assert named and all((LIBSHIM / f).is_file() for f in named), named
+    # the subsystems are the rest: their row names only their header (and what they are not)
+    assert table["subsystems"] - table["state"] - table["lifecycle"] <= {"shim.h"}
+    text = (LIBSHIM / "README.md").read_text()
+    concerns = re.findall(r"`([\w.]+\.[ch])`", text[text.index("by concern"):])
+    rest = sorted(f for f, r in _ranks().items() if r == 1 and f != "shim.h")
+    assert sorted(concerns) == rest                   # every subsystem file, once
+
+
+def test_libshim_includes_go_down_the_layers() -> None:
+    """State at the bottom (it includes only the contracts), lifecycle at the top (nothing
+    includes it, nothing can call it): no cycle between the layers."""
+    rank, edges = _ranks(), _include_edges()
+    assert ("shim.h", "state.h") in edges and ("lifecycle.c", "shim.h") in edges
+    assert _layer_cycle(edges, rank) == []
+    assert not [b for _, b in edges if rank[b] == 2]
+    for f in (f for f, r in rank.items() if r == 2):
+        text = re.sub(r"/\*.*?\*/", "", (LIBSHIM / f).read_text(), flags=re.S)
+        text = re.sub(r"__attribute__\(\(.*?\)\)\s*", "", text)
+        exported = re.findall(r"^(?!static\b)(?:[\w*]+\s+)+\**(\w+)\s*\([^;]*?\)\s*\{", text,
+                              re.M)
+        assert exported == [], (f, exported)
+
+
+def test_the_layer_checker_sees_an_upward_include() -> None:
+    rank = {"state.c": 0, "state.h": 0, "shim.h": 1, "x.c": 1, "lifecycle.c": 2}
+    edges = {("state.c", "state.h"), ("x.c", "shim.h"), ("state.h", "shim.h")}
+    assert _layer_cycle(edges, rank) == [("state.h", "shim.h")]

@@ -22,7 +22,8 @@ def _build(name: str) -> Path:
     """gcc progs/<name>.c -> build/tests/<name>, atomically (parallel sessions may race)."""
     src = PROGS / f"{name}.c"
     exe = OUT / name
-    deps = (src, ROOT / "libshim" / "shim.h", COMMON / "probe_common.h")
+    deps = (src, ROOT / "libshim" / "shim.h", ROOT / "libshim" / "state.h",
+            COMMON / "probe_common.h")
     if exe.exists() and exe.stat().st_mtime >= max(d.stat().st_mtime for d in deps):
         return exe
     OUT.mkdir(parents=True, exist_ok=True)

@@ -91,16 +91,19 @@ def sim_launch_env() -> dict[str, str]:
 @click.option("--period-ms", type=click.FloatRange(1, 100), default=50, show_default=True,
               help="Control period.")
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-              help="Durable state (default /var/lib/tgs as root, else $XDG_STATE_HOME/tgs).")
+              help="Durable state (default $TGS_STATE_DIR, else /var/lib/tgs as root, else "
+                   "$XDG_STATE_HOME/tgs).")
 @click.option("--segment-dir", type=click.Path(path_type=Path), default=None,
               help="Job and device segments (default <state dir>/segments).")
 @click.option("--runtime-dir", type=click.Path(path_type=Path), default=None,
-              help="Sockets (default /run/tgs as root, else $XDG_RUNTIME_DIR/tgs or /tmp/tgs-UID).")
+              help="Sockets (default $TGS_RUNTIME_DIR, else /run/tgs as root, else "
+                   "$XDG_RUNTIME_DIR/tgs or /tmp/tgs-UID).")
 @click.option("--listen", multiple=True,
               help="Extra request endpoint: PORT or HOST:PORT (tcp, loopback unless a host is "
                    "given) or a ZeroMQ endpoint. Repeatable. Served with CurveZMQ: only the "
                    "clients whose public keys are in <state dir>/curve/authorized/ get in.")
-@click.option("--sim", is_flag=True, help="Use the simulated GPUs even if NVML is present.")
+@click.option("--sim", is_flag=True, envvar="TGS_SIM",
+              help="Use the simulated GPUs even if NVML is present ($TGS_SIM=1).")
 @click.option("--static-share", type=click.FloatRange(0, 1, min_open=True), default=0.3,
               show_default=True, help="Share per opportunistic job for --policy static.")
 @click.option("--metrics-port", default=None, metavar="[HOST:]PORT",

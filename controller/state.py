@@ -63,6 +63,9 @@ def _no_constant(name: str) -> Any:
 
 
 def default_state_dir() -> Path:
+    """$TGS_STATE_DIR, else /var/lib/tgs as root, else $XDG_STATE_HOME/tgs."""
+    if os.environ.get("TGS_STATE_DIR"):
+        return Path(os.environ["TGS_STATE_DIR"])
     if os.geteuid() == 0:
         return Path("/var/lib/tgs")
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

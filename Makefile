@@ -39,7 +39,7 @@ TARGETS += $(BUILD)/bin/tgs-workload-linked
 endif
 endif
 
-.PHONY: all venv frameworks test lint demo bench clean
+.PHONY: all venv test-venv frameworks test lint demo bench clean
 all: $(TARGETS)
 
 # The simulated driver.  -Bsymbolic binds its internal calls inside the library,
@@ -79,32 +79,48 @@ $(BUILD)/bin/tgs-workload-linked: $(WL_SRC) $(WL_HDR) $(HEADERS) $(BUILD)/sim/li
 	$(CC) $(CFLAGS_COMMON) -DTGS_WORKLOAD_LINKED -o $@ $(WL_SRC) \
 		-L$(BUILD)/sim -Wl,-rpath-link,$(BUILD)/sim -lcuda -ldl -lpthread -lm
 
+# The venv in two stamps: .stamp, what the tools and `make demo` need (the runtime
+# dependencies and the [demo] extra: matplotlib for its plots); .test-stamp adds the [test]
+# extra (make test, lint, bench).  Each install phase says what it does in one line; pip's
+# output goes to $(INSTALL_LOG), printed only when the phase fails.
+INSTALL_LOG := $(VENV)/install.log
+# $(call quietly,WHAT,COMMANDS): print WHAT, run COMMANDS into the log, the log on failure
+quietly = echo "$(1)"; mkdir -p $(VENV); ( $(2) ) >$(INSTALL_LOG) 2>&1 || { \
+	cat $(INSTALL_LOG); echo "make: that failed (its output is above, and in $(INSTALL_LOG))" >&2; \
+	exit 1; }
+
 $(VENV)/.stamp: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet -e '.[test]'
+	@$(call quietly,creating $(VENV) and updating its pip...,\
+		$(PYTHON) -m venv $(VENV) && $(VPY) -m pip install --upgrade pip)
+	@$(call quietly,installing runtime dependencies into $(VENV) (about a minute)...,\
+		$(VPY) -m pip install -e '.[demo]')
 	@# the deprecated `pynvml` package (kept by a venv made before) hooks every `import
 	@# pynvml` with a FutureWarning; the module itself comes from nvidia-ml-py
-	$(VPY) -m pip uninstall --quiet --yes pynvml 2>/dev/null || true
-	touch $@
+	@$(VPY) -m pip uninstall --quiet --yes pynvml >/dev/null 2>&1 || true
+	@touch $@
+$(VENV)/.test-stamp: $(VENV)/.stamp
+	@$(call quietly,installing test dependencies into $(VENV) (a few minutes)...,\
+		$(VPY) -m pip install -e '.[test]')
+	@touch $@
 venv: $(VENV)/.stamp
+test-venv: $(VENV)/.test-stamp
 
 # The frameworks tier's venv (real PyTorch, CuPy; several GiB): outside the checkout, in the
 # user's cache directory, reused while bench/frameworks-requirements.txt is unchanged.
 frameworks: venv
 	$(VPY) -m tgs.bench.frameworks_venv
 
-test: all venv frameworks
+test: all test-venv frameworks
 	$(VENV)/bin/ruff check .
 	$(VPY) -m pytest -q
 
-lint: venv
+lint: test-venv
 	$(VENV)/bin/ruff check .
 
 demo: all venv
 	$(VPY) -m tgs.bench.demo
 
-bench: all venv
+bench: all test-venv
 	$(VPY) -m tgs.bench.main
 
 clean:

@@ -18,7 +18,7 @@ def _pyplot() -> Any:
         import matplotlib
     except ImportError as exc:     # a clear message instead of a traceback
         raise RuntimeError("plots need matplotlib: `make venv` installs it "
-                           "(pip install -e '.[test]')") from exc
+                           "(pip install -e '.[demo]')") from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -72,3 +72,46 @@ def plugin_factory(k8s_root: Path, kubelet: FakeKubelet, ctl: Controller,
 @pytest.fixture
 def plugin(plugin_factory) -> PluginProc:  # type: ignore[no-untyped-def]
     return plugin_factory()
+
+
+# ---------------------------------------------------------------- the DRA driver (test_dra_*)
+# The helpers live in dra_helpers.py: a test kubelet for the plugin watcher and DRAPlugin, a
+# fake resource.k8s.io/v1 API server, the driver as a process.
+
+
+@pytest.fixture
+def dra_api() -> Iterator:
+    from dra_helpers import FakeResourceApi
+    a = FakeResourceApi()
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+@pytest.fixture
+def dra_kubelet(k8s_root: Path) -> Iterator:
+    from dra_helpers import DraKubelet
+    k = DraKubelet(k8s_root)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+@pytest.fixture
+def dra_factory(k8s_root: Path, dra_kubelet, ctl: Controller,  # type: ignore[no-untyped-def]
+                dra_api) -> Iterator:
+    from dra_helpers import DraPluginProc
+    made: list = []
+
+    def make(*extra: str, cdi_dir: Path | None = None):  # type: ignore[no-untyped-def]
+        p = DraPluginProc(k8s_root, dra_kubelet, ctl, dra_api, *extra, cdi_dir=cdi_dir)
+        made.append(p)
+        return p
+
+    try:
+        yield make
+    finally:
+        for p in made:
+            p.close()

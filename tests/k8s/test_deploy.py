@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSIONS = ["1.29", "1.30", "1.31", "1.32", "1.33"]   # supported (docs/kubernetes.md)
 POLICY_SINCE = "1.30"               # deploy/tgs-node-policy.yaml: admissionregistration/v1 VAP
+# deploy/tgs-dra.yaml: resource.k8s.io/v1 (DeviceClass), validated against the versions that
+# have it in tests/k8s/test_dra_deploy.py
+SINCE = {"tgs-node-policy.yaml": POLICY_SINCE, "tgs-dra.yaml": "1.34"}
 NOT_K8S = {"prometheus-scrape.yaml"}        # a Prometheus scrape job, not an API object
 CRDS = {"monitoring.coreos.com/v1"}         # the Prometheus Operator's: no schema in the set
 
@@ -78,9 +81,8 @@ def _manifests() -> list[str]:
 @pytest.mark.parametrize("name", _manifests())
 def test_manifests_valid_for_supported_versions(name: str, version: str) -> None:
     kv = pytest.importorskip("kubernetes_validate")
-    if name == "tgs-node-policy.yaml" and kv.utils.major_minor(version) < \
-            kv.utils.major_minor(POLICY_SINCE):
-        pytest.skip(f"{name} is for Kubernetes >= {POLICY_SINCE}")
+    if name in SINCE and kv.utils.major_minor(version) < kv.utils.major_minor(SINCE[name]):
+        pytest.skip(f"{name} is for Kubernetes >= {SINCE[name]}")
     docs = _load(name)
     assert docs
     for doc in docs:

@@ -1,5 +1,5 @@
 """OV1: memory oversubscription with production priority, three ways side by side in one run
-(issue 12 item 5; docs/oversubscription.md, docs/benchmarks.md "Memory oversubscription").
+(docs/oversubscription.md, docs/benchmarks.md "Memory oversubscription").
 
 An opportunistic job holds OPP_FRAC of the GPU's memory and runs its kernels throughout;
 production starts `lead_s` later, ramps its memory to PROD_FRAC of the GPU one STEP_FRAC

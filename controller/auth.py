@@ -1,4 +1,4 @@
-"""CurveZMQ for every request endpoint other than the owner-only ipc socket (issue 10, item 5).
+"""CurveZMQ for every request endpoint other than the owner-only ipc socket.
 
 Files, under `<state dir>/curve/` (the state dir is owner-only):
   server.key          the controller's public key (give it to clients; also in `status`)

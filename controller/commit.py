@@ -1,4 +1,4 @@
-"""Group commit of registry changes (issue 21): a batch of requests is saved once.
+"""Group commit of registry changes: a batch of requests is saved once.
 
 Each save of the state file costs fsyncs; one per request let a backlog of register and
 unregister requests hold the control loop back.  So the server opens a group around a batch:

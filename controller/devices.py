@@ -58,20 +58,6 @@ def nvml_devices() -> list[Device] | None:
             pass
 
 
-def nvml_utilisation(index: int) -> int | None:
-    """GPU utilisation in percent (status only), or None."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        try:
-            h = pynvml.nvmlDeviceGetHandleByIndex(index)
-            return int(pynvml.nvmlDeviceGetUtilizationRates(h).gpu)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 

@@ -1,4 +1,4 @@
-"""Descriptor headroom for the --listen endpoints (issue 21, item 4).
+"""Descriptor headroom for the --listen endpoints.
 
 Every TCP connection libzmq accepts on a --listen endpoint holds a descriptor until its
 CurveZMQ handshake fails or its peer goes, whoever the peer is.  So the endpoints live in a

@@ -1,4 +1,4 @@
-"""The --listen endpoints in a process of their own (issue 21, item 4).
+"""The --listen endpoints in a process of their own.
 
 Descriptors are per process.  Every TCP connection libzmq accepts holds one until its CurveZMQ
 handshake fails or its peer goes, whoever the peer is, and libzmq aborts a process whose ipc

@@ -1,4 +1,4 @@
-"""Validation of the state file's job records (issue 10, attack 8).
+"""Validation of the state file's job records (docs/security.md).
 
 The state file is the controller's own, but it is a file on disk: a record is
 trusted for nothing.  Every field is checked (type and range, names by the job-name

@@ -1,7 +1,7 @@
 """The ZeroMQ side of the daemon: one ROUTER for requests, one PUB for metrics.
 
 Single-threaded: one poll loop serves requests and runs the control period,
-so the registry and the segments need no locks.  Floods (issue 21) cannot
+so the registry and the segments need no locks.  Floods cannot
 hold the control loop back or grow the daemon without bound:
 
 - requests get at most REQUEST_SHARE of each period (then they wait for the

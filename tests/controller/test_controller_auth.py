@@ -1,4 +1,4 @@
-"""CurveZMQ on --listen endpoints, metrics on loopback (issue 10, attack 7)."""
+"""CurveZMQ on --listen endpoints, metrics on loopback."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A tenant attacks its own files; the controller (a subprocess) must keep serving everyone.
 
-Attack 2 of issue 10: truncating the job segment (the controller used to mmap it: SIGBUS).
-Attack 3: holding OFD locks on the job segment (the controller used to block in F_OFD_SETLKW).
+Truncating the job segment (a controller that mapped it would die of SIGBUS); holding OFD
+locks on the job segment (a controller that waited in F_OFD_SETLKW would hang).
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def test_lying_counters_are_limited_not_believed(tmp_path: Path) -> None:
 
 
 def test_slots_marked_free_by_their_tenant_stay_live(tmp_path: Path) -> None:
-    """Issue 21 attack 2: the tenant writes FREE into the state words of its live processes'
+    """The tenant writes FREE into the state words of its live processes'
     slots.  A held slot lock is the kernel's word: the slots stay live (their work counted) and
     the job is flagged, until the processes are gone."""
     from tgs.intercept import segment as S

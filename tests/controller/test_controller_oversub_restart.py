@@ -1,4 +1,4 @@
-"""A controller restart mid-migration (issue 12): the opportunistic job's pages are on the host
+"""A controller restart mid-migration: the opportunistic job's pages are on the host
 because production holds the device when the controller is killed; nothing is lost, the
 limits (mem_total, host_pinned_max) keep working without the controller and after its
 restart, and the pages come back when production frees."""

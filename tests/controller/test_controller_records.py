@@ -1,6 +1,6 @@
 """State-file records: every field validated on load; a bad record is reported (one log
 line) and skipped, and none of its files is opened, created, written or removed
-(issue 10, attack 8)."""
+(docs/security.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """CurveZMQ: which --server-key values are files and which are keys, what a refused client is
-told, and the controller's (rate-limited) log of refused keys (issue 23, item 7)."""
+told, and the controller's (rate-limited) log of refused keys."""
 
 from __future__ import annotations
 

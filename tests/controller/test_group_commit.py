@@ -1,4 +1,4 @@
-"""Group commit (issue 21): a batch of requests is saved once, before any of its replies; a
+"""Group commit: a batch of requests is saved once, before any of its replies; a
 failed save undoes the whole batch and every reply that reported a change says so; the loop's
 overrun counters follow the clock whatever held a step back."""
 

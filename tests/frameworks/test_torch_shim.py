@@ -63,7 +63,7 @@ def test_graph_replay_under_the_fit_gate(fw_python: Path, ctl: Ctl) -> None:
         out = ok(run_probe(fw_python, "torch_probe.py", "graph",
                            dict(ctl.env, PROBE_REPLAYS="10"),
                            wrap=["--name", "g", "--priority", "opportunistic", "--mem", "2GiB"]))
-        # each replay is one long launch that fits no production gap (issue 22): it waits in
+        # each replay is one long launch that fits no production gap: it waits in
         # the gate, within its starvation bound, and every replay completes
         assert out["replays"] == 10
     finally:

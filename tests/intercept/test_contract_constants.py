@@ -45,7 +45,7 @@ def test_char_and_array_fields_match_their_constants() -> None:
 
 
 def test_no_hand_copies_of_contract_numbers_in_python() -> None:
-    """The modules that once retyped these numbers now import them."""
+    """The Python modules that use these numbers import them from the contract."""
     from pathlib import Path
 
     root = Path(base.__file__).resolve().parents[2]

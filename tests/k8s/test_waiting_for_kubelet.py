@@ -1,4 +1,4 @@
-"""Issue 23 item 8: the device plugin waiting for a kubelet says so (once, with a hint for a
+"""The device plugin waiting for a kubelet says so (once, with a hint for a
 --plugin-dir elsewhere, as on MicroK8s or k0s) and never creates the kubelet's directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The control plane outlives floods (issue 21, item 4): a real controller, loopback and ipc only.
+"""The control plane outlives floods: a real controller, loopback and ipc only.
 
 (a) plain TCP connections to a --listen port, the controller under a descriptor limit of 256:
     it stays up, answers on ipc throughout, and an authorized remote client gets in again once

@@ -1,4 +1,4 @@
-"""Issue 21 attack 3: a tenant fills the disk under the state directory through its own files.
+"""A tenant fills the disk under the state directory through its own files.
 
 The controller's state and segment directories sit on a small tmpfs of their own (root with
 CAP_SYS_ADMIN; skipped otherwise).  The tenant writes past the end of its `.seg` (or allocates

@@ -1,4 +1,4 @@
-"""The hostile-tenant suite (issue 10): attacks replayed against running victims.
+"""The hostile-tenant suite: attacks replayed against running victims.
 
 A production and an opportunistic victim run tgs-workload under one controller on a private
 simulated GPU; an opportunistic and a production attacker job each have a tenant process that
@@ -30,19 +30,11 @@ from hostile_stage import (
     kill_proc,
 )
 from hostile_window import Outcome, measure
-from tgs.intercept.header import const
 from tgs.intercept.segment import RATE_UNLIMITED
 
 pytestmark = [pytest.mark.security, pytest.mark.slow, pytest.mark.timeout(240)]
 
 ROLES = sorted(ATTACKERS)
-# Before issue 10's redesign (segment version 1) these attacks succeed: the suite shows it
-# (the table of outcomes, docs/security.md), and marks them expected failures there only, so
-# that `make test` stays meaningful on both sides of the change; from version 2 on they must
-# pass (not strict: a borderline lie may happen to pass on version 1)
-V1 = const("TGS_SEG_VERSION") < 2
-v1_fails = pytest.mark.xfail(V1, reason="segment v1: the attack succeeds (issue 10)",
-                             strict=False)
 
 
 def _check(outs: list[Outcome]) -> None:
@@ -53,7 +45,7 @@ def _check(outs: list[Outcome]) -> None:
 class DyingProcess:
     """Two processes of the attacker's own job (a context and 4 KiB each, no launches), started
     before the control window; one is SIGKILLed once the attack is in place: its slot is left
-    for someone to reclaim (issue 10 attack 3: the reclaim waited for the tenant's lock).  The
+    for someone to reclaim (a reclaim must not wait for the tenant's lock).  The
     other keeps the job running, so the policy sees the same jobs in both windows."""
 
     def __init__(self, stage: Stage, job: str) -> None:
@@ -116,21 +108,18 @@ def test_idle_attacker_jobs_change_nothing(stage: Stage, record: list[Outcome]) 
     _check([out])
 
 
-@v1_fails
 @pytest.mark.parametrize("role", ROLES)
 def test_corrupt_writable_files(stage: Stage, record: list[Outcome], role: str) -> None:
-    """In a loop: ftruncate to 0 and to half, every byte 0xFF, random bytes (issue 10 attacks
-    1 and 2, and scribbling)."""
+    """In a loop: ftruncate to 0 and to half, every byte 0xFF, random bytes."""
     _file_attack(stage, record, role, "corrupt")
 
 
-@v1_fails
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("kind", ["ofd_locks", "posix_locks"])
 def test_locks_on_every_file(stage: Stage, record: list[Outcome], role: str, kind: str) -> None:
     """Write locks (OFD or classic fcntl) on every byte of every writable file that nobody else
     holds, read locks on every read-only file (all a read-only opener can do), flock on all,
-    held while a process of the attacker's job dies (issue 10 attack 3)."""
+    held while a process of the attacker's job dies."""
     job = ATTACKERS[role]
     stage.ensure()
     files = stage.files(job)
@@ -181,36 +170,33 @@ class Lie:
     fields: list[list[Any]] = field(default_factory=list)
     runs: bool = False             # the attacker runs flat out in both windows
     opp_entitled: bool = False
-    v1: bool = False               # succeeds on segment v1 (see v1_fails)
     flagged: bool = False          # the controller must flag the attacker's job (segment_lies)
 
 
 LIES = [
-    # issue 10 attack 4: the count opportunistic shims gate on, set by a non-production tenant
-    Lie("opp-claims-production-busy", "opp", [[BUSY, 1000]], v1=True),
+    # the count opportunistic shims gate on, set by a non-production tenant
+    Lie("opp-claims-production-busy", "opp", [[BUSY, 1000]]),
     Lie("opp-claims-idle-10s-gap", "opp",
-        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]], v1=True),
+        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]]),
     Lie("opp-claims-every-gap", "opp", [[["gap_claim"], "busy_seq+1"]]),
     Lie("opp-zero-work-flat-out", "opp",
-        [[["work"], 0], [["launches"], 0], [["inflight_work"], 0]], runs=True, v1=True),
+        [[["work"], 0], [["launches"], 0], [["inflight_work"], 0]], runs=True),
     Lie("opp-lifts-own-gate", "opp",
-        [[["gate_flags"], 0], [["rate"], RATE_UNLIMITED], [["inflight_cap"], 0]], runs=True,
-        v1=True),
+        [[["gate_flags"], 0], [["rate"], RATE_UNLIMITED], [["inflight_cap"], 0]], runs=True),
     # a production tenant may claim busy (production is entitled to the GPU when busy) ...
     Lie("prod-claims-busy-forever", "prod", [[BUSY, 1000]], opp_entitled=True),
     # ... but not steer opportunistic work into another production job's busy time
     Lie("prod-fakes-fresh-10s-gap", "prod",
-        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]], v1=True),
+        [[BUSY, 0], [["gap_pred_ns"], TEN_S], [["idle_since_ns"], "now"]]),
     Lie("prod-erases-its-gap-history", "prod",
-        [[BUSY, 0], [["gap_pred_ns"], 0], [["idle_since_ns"], 0]], v1=True),
+        [[BUSY, 0], [["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
     Lie("opp-erases-gap-history", "opp", [[["gap_pred_ns"], 0], [["idle_since_ns"], 0]]),
-    # issue 21 attack 2: its running processes' slots marked free, to be seen as no work
+    # its running processes' slots marked free, to be seen as no work
     Lie("opp-hides-its-processes", "opp", [[["state"], 0]], runs=True, flagged=True),
 ]
 
 
-@pytest.mark.parametrize("lie", [pytest.param(lie, id=lie.id, marks=[v1_fails] if lie.v1 else [])
-                                 for lie in LIES])
+@pytest.mark.parametrize("lie", [pytest.param(lie, id=lie.id) for lie in LIES])
 def test_field_lies(stage: Stage, record: list[Outcome], lie: Lie) -> None:
     job = ATTACKERS[lie.role]
     stage.ensure()
@@ -236,7 +222,7 @@ def test_field_lies(stage: Stage, record: list[Outcome], lie: Lie) -> None:
 
 
 class RefusedProcess:
-    """Issue 21 attack 1: once the tenant holds every slot lock of its job, a new process of
+    """Once the tenant holds every slot lock of its job, a new process of
     the job starts flat out; it must not run without the job's limits (the shim refuses its
     CUDA work after TGS_SLOT_WAIT_MS)."""
 

@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 from hostile_fields import file_struct
 from hostile_stage import Files, Stage
-from tgs.intercept.header import const
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(120)]
-# segment v1 (before issue 10's redesign) shares device-<i>.seg read-write and the controller
-# maps every job segment: the first three checks fail there (see test_hostile.v1_fails)
-v1_fails = pytest.mark.xfail(const("TGS_SEG_VERSION") < 2, strict=True,
-                             reason="segment v1: shared writable files (issue 10)")
 
 
 def _plans(stage: Stage) -> dict[str, Files]:
@@ -46,13 +41,11 @@ def _writers(plans: dict[str, Files]) -> dict[str, set[str]]:
     return out
 
 
-@v1_fails
 def test_no_file_is_writable_by_two_jobs(stage: Stage) -> None:
     shared = {p: sorted(j) for p, j in _writers(_plans(stage)).items() if len(j) > 1}
     assert not shared, f"files mounted read-write into several jobs' containers: {shared}"
 
 
-@v1_fails
 def test_controller_maps_no_file_a_tenant_can_write(stage: Stage) -> None:
     """A tenant can truncate what it can write: a mapping of it is a SIGBUS waiting."""
     writers = _writers(_plans(stage))
@@ -62,7 +55,6 @@ def test_controller_maps_no_file_a_tenant_can_write(stage: Stage) -> None:
     assert not bad, f"the controller maps files that tenants can write: {bad}"
 
 
-@v1_fails
 def test_victims_map_foreign_writable_files_read_only(stage: Stage) -> None:
     """A victim may read another tenant's file only read-only, in its mapping and its plan."""
     plans = _plans(stage)

@@ -298,7 +298,7 @@ def test_a_production_job_that_stopped_does_not_pin_the_gap_in_the_past(
 @pytest.mark.parametrize(("budget", "nopp", "lo", "hi"), [
     ("", 1, 1.2e9, 2.3e9),        # default: the budget also governs the starvation bound
     ("", 2, 2.5e9, 4.0e9),        # ... and two opportunistic jobs share the allowance
-    ("gap", 1, 0.36e9, 1.0e9),    # the former rule: held to the starvation bound (400 ms)
+    ("gap", 1, 0.36e9, 1.0e9),    # start of gap only: held to the starvation bound (400 ms)
     ("0", 1, 0.15e9, 0.33e9),     # no budget: the next fresh gap of the second half
 ])
 def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp, budget: str,
@@ -344,7 +344,7 @@ def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp,
         assert lo <= second < hi, second
         # why each went (TGS_FIT_TRACE): before any gap history, then the start of a gap twice (a
         # full budget does not pay for 41-60 ms, so it lets a launch go only at the start of a
-        # gap), except that with the former rule the second goes at the starvation bound
+        # gap), except that with TGS_FIT_BUDGET=gap the second goes at the starvation bound
         reasons = [ln.split()[2] for ln in trace.read_text().splitlines()]
         assert reasons == ["N", "S", "X" if budget == "gap" else "S"], reasons
     finally:

@@ -190,10 +190,11 @@ def test_inflight_cap_paces_launches_by_completion(probe_bin: Path, job: Job) ->
     capped = run_probe(probe_bin, job.env, "init", f"timed:5:{kern[0]}:{kern[1]}", "sync")
     _, _, capped_ns, rc = capped[1].split()
     assert rc == "0"
-    # uncapped: five asynchronous launches take far less than one kernel (2 ms);
-    # capped: launches 2..5 each wait for the previous kernel: about 4 x 2 ms
-    assert int(free_ns) < 2_000_000, free_ns
+    # uncapped: five asynchronous launches wait for no kernel; capped: launches 2..5 each wait
+    # for the previous kernel, about 4 x 2 ms of modelled time (a loaded machine only adds to
+    # both, so the difference, not the uncapped time, is asserted)
     assert int(capped_ns) > 5_000_000, capped_ns
+    assert int(free_ns) < int(capped_ns) - 3_000_000, (free_ns, capped_ns)
 
 
 def test_waiting_opportunistic_launch_sleeps_on_the_futex(probe_bin: Path, tmp_path: Path,
@@ -442,7 +443,7 @@ def test_missing_pub_is_looked_at_again(probe_bin: Path, tmp_path: Path,
 
 def test_opportunistic_tenant_cannot_hold_another_back(probe_bin: Path, tmp_path: Path,
                                                        shim_env: dict[str, str]) -> None:
-    """Attack 4 of issue 10, from an opportunistic tenant: it writes busy = 1000 (and a claim
+    """An opportunistic tenant writes busy = 1000 (and a claim
     on every gap) into its own pub.  Another opportunistic job is not held: only production
     pubs count as busy, and a gap's claim is read from its owner's pub only."""
     victim = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,
@@ -466,7 +467,7 @@ def test_opportunistic_tenant_cannot_hold_another_back(probe_bin: Path, tmp_path
 
 def test_truncated_device_segment_cannot_kill_a_job(probe_bin: Path, tmp_path: Path,
                                                     shim_env: dict[str, str]) -> None:
-    """Defence in depth for attack 1 of issue 10: tenants get the device segment read-only, but
+    """Defence in depth: tenants get the device segment read-only, but
     even if it were truncated under a running job, the guard covers it: gating goes off, the
     job runs on and exits 0."""
     seg = segment.create(tmp_path / "opp.seg", "opp", priority=segment.PRIORITY_OPPORTUNISTIC,

@@ -1,4 +1,4 @@
-"""Issue 23 item 5: who changed what is in the controller's log at info: registrations with
+"""Who changed what is in the controller's log at info: registrations with
 their memory, every set with what it changed, and refused changes."""
 
 from __future__ import annotations

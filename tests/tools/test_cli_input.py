@@ -1,5 +1,5 @@
-"""Bad command-line input: every case exits 2 with one line on stderr and no traceback
-(issue 10, attack 9), without reaching a controller."""
+"""Bad command-line input: every case exits 2 with one line on stderr and no traceback,
+without reaching a controller."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every command's --version and --help, the second controller's error, --foreground, the
-standalone quota's message and `tgs-inject run --print`'s job (issue 23, item 12)."""
+standalone quota's message and `tgs-inject run --print`'s job."""
 
 from __future__ import annotations
 

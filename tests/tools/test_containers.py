@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 
 def test_container_cannot_write_what_others_read(sctl: Ctl, rootfs: Path,
                                                  tmp_path: Path) -> None:
-    """Attack 1 of issue 10 from inside a container (root in its user namespace): the device
+    """From inside a container (root in its user namespace): the device
     segment, the job's own control segment and the other tenants' pubs are read-only mounts;
     only the job's own .seg and .pub are writable."""
     vandal = rootfs / "bin" / "vandal"

@@ -1,4 +1,4 @@
-"""What `tgsctl ls` and `top` show of how a job is held back (issue 23, item 4): the rule and
+"""What `tgsctl ls` and `top` show of how a job is held back: the rule and
 gate, the granted vs measured rate, the in-flight cap, the memory limits, the marks of a damaged
 or tampered segment, and the unit of the rates."""
 

@@ -1,4 +1,4 @@
-"""A request the client gave up on is never applied later (issue 10, attack 6): freeze
+"""A request the client gave up on is never applied later: freeze
 the controller, let the tools time out, thaw it, and check that nothing changed."""
 
 from __future__ import annotations

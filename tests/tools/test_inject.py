@@ -203,7 +203,7 @@ def test_entrypoint_script(tmp_path: Path) -> None:
 
 
 def test_no_writable_mount_is_shared_with_another_tenant(ctl: Ctl, job: str) -> None:
-    """Isolation (issue 10): the only writable TGS mounts are the job's own .seg and .pub;
+    """Isolation: the only writable TGS mounts are the job's own .seg and .pub;
     the controller's files (.ctl, device segment) and the other tenants' pubs are read-only,
     and nothing one job may write is mounted into another job's container at all."""
     assert ctl.run("tgsctl", "add", "other", "--priority", "production").returncode == 0

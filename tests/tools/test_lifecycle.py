@@ -1,5 +1,5 @@
 """Job lifecycle under tgs-run: the job lives exactly as long as the command's process tree
-(its lease), whatever the CUDA process count (issue 10, attack 5)."""
+(its lease), whatever the CUDA process count."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23 item 1: production's memory priority holds with the default flags.
+"""Production's memory priority holds with the default flags.
 
 On the simulator's 16 GiB GPU an opportunistic job started with no memory flags holds 9.5 GiB;
 a production job then allocates 11 GiB: every allocation succeeds (the opportunistic job's

@@ -1,4 +1,4 @@
-"""Issue 23 item 3: a job started by tgs-run runs on the simulated GPUs its controller serves:
+"""A job started by tgs-run runs on the simulated GPUs its controller serves:
 the register reply hands it the simulator's state file and driver directory, whatever the
 caller's own environment says."""
 

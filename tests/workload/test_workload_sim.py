@@ -48,9 +48,10 @@ def test_throughput_matches_the_model(sim_env: dict[str, str], workload_bin: Pat
     # 4 kernels x 1000 us + 2 ms gap = 6 ms per iteration -> ~166.7 it/s.
     res = _run(WorkloadSpec(kernels=4, kernel_us=1000, gap_ms=2, seconds=1.5), sim_env,
                workload_bin)
+    # the model's speed; a loaded machine only slows it (the lower bound leaves room for that)
     expected = 1000.0 / 6.0
-    assert abs(res.it_per_s - expected) / expected < 0.15, res.summary
-    assert abs(res.summary["busy_ms_mean"] - 4.0) / 4.0 < 0.2, res.summary
+    assert 0.6 * expected <= res.it_per_s <= 1.15 * expected, res.summary
+    assert 3.2 <= res.summary["busy_ms_mean"] <= 6.0, res.summary
 
 
 def test_progress_lines_cover_the_run(sim_env: dict[str, str], workload_bin: Path) -> None:
@@ -116,7 +117,7 @@ def test_cost_factor_scales_kernel_time(sim_env: dict[str, str], workload_bin: P
     two = _run(WorkloadSpec(kernels=2, kernel_us=1000, gap_ms=0, iters=10, cost_factor=2.0),
                sim_env, workload_bin)
     ratio = two.summary["busy_ms_mean"] / one.summary["busy_ms_mean"]
-    assert 1.6 <= ratio <= 2.4, (one.summary, two.summary)
+    assert 1.4 <= ratio <= 3.0, (one.summary, two.summary)
     assert two.start["geometry"]["grid"] == one.start["geometry"]["grid"]
     assert two.start["geometry"]["spin_ns"] == 2 * one.start["geometry"]["spin_ns"]
 

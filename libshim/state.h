@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "tgs/cuda_abi.h"
+#include "tgs/log_level.h"
 #include "tgs/segment.h"
 
 #define TGS_EXPORT __attribute__((visibility("default")))
@@ -61,8 +62,6 @@ enum tgs_hook_id {
 #undef TGS_HOOK_ENUM
     TGS_NHOOKS
 };
-
-enum tgs_log_level { TGS_LOG_ERROR = 0, TGS_LOG_WARN, TGS_LOG_INFO, TGS_LOG_DEBUG };
 
 /* What the environment said, read once (options.c: its TGS_OPTIONS table). */
 /* TGS_FIT_BUDGET: 0 = no overrun budget; gap = it governs only FIT's start-of-gap rule;

@@ -16,7 +16,7 @@ static struct CUctx_st *ctx_new(int dev, int primary, unsigned int flags)
     dev = sim_phys(dev); /* the state file's device (visible.c) */
     c->slot = sim_ctx_slot_alloc(dev);
     if (c->slot < 0) {
-        sim_log(SIM_LOG_ERROR, "no free context slot (max %d contexts in all)", SIM_MAX_CTXS);
+        sim_log(TGS_LOG_ERROR, "no free context slot (max %d contexts in all)", SIM_MAX_CTXS);
         free(c);
         return NULL;
     }

@@ -36,12 +36,12 @@ int sim_env_loglevel(void)
     if (level < 0)
         fprintf(stderr, "tgs-sim: TGS_LOG_LEVEL=%s is not one of " TGS_LOG_LEVEL_GRAMMAR
                 "; using warn\n", v);
-    return level < 0 ? SIM_LOG_WARN : level;
+    return level < 0 ? TGS_LOG_WARN : level;
 }
 
 static void bad_env(const char *name, const char *v, const char *why)
 {
-    sim_log(SIM_LOG_ERROR, "%s=%s is invalid (%s); using the default", name, v, why);
+    sim_log(TGS_LOG_ERROR, "%s=%s is invalid (%s); using the default", name, v, why);
 }
 
 uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max)

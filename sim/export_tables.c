@@ -18,7 +18,7 @@
 #define SLOT_STUB(t, i)                                                                     \
     static CUresult stub_##t##_##i(void)                                                    \
     {                                                                                       \
-        sim_log(SIM_LOG_INFO, "cuGetExportTable: %s slot %d: not supported", #t, i);       \
+        sim_log(TGS_LOG_INFO, "cuGetExportTable: %s slot %d: not supported", #t, i);       \
         return CUDA_ERROR_NOT_SUPPORTED;                                                    \
     }
 #define SLOT_STUBS(X, t)                                                                      \
@@ -215,7 +215,7 @@ CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTable
             return CUDA_SUCCESS;
         }
     }
-    sim_log(SIM_LOG_INFO, "cuGetExportTable: unknown table %02x%02x%02x%02x-...",
+    sim_log(TGS_LOG_INFO, "cuGetExportTable: unknown table %02x%02x%02x%02x-...",
             (unsigned char)pExportTableId->bytes[0], (unsigned char)pExportTableId->bytes[1],
             (unsigned char)pExportTableId->bytes[2], (unsigned char)pExportTableId->bytes[3]);
     *ppExportTable = NULL;

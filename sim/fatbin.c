@@ -55,7 +55,7 @@ static void *inflate(const unsigned char *src, size_t n, uint64_t out_size, int 
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     void *fn = h ? dlsym(h, zstd ? "ZSTD_decompress" : "LZ4_decompress_safe") : NULL;
     if (!fn || out_size == 0 || out_size > SIM_IMAGE_CAP) {
-        sim_log(SIM_LOG_WARN, "fatbin: a compressed entry needs %s (%s)", lib,
+        sim_log(TGS_LOG_WARN, "fatbin: a compressed entry needs %s (%s)", lib,
                 fn ? "bad size" : "not found");
         *err = fn ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_NOT_SUPPORTED;
         return NULL;

@@ -190,7 +190,7 @@ CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *na
     if (!sim_handle_ok(library, SIM_K_LIB))
         return CUDA_ERROR_INVALID_HANDLE;
     if (!sim_image_find(&library->img, name, SIM_SYM_KERNEL)) {
-        sim_log(SIM_LOG_DEBUG, "cuLibraryGetKernel: %s not in the library", name);
+        sim_log(TGS_LOG_DEBUG, "cuLibraryGetKernel: %s not in the library", name);
         return CUDA_ERROR_NOT_FOUND;
     }
     size_t len = strlen(name);

@@ -228,7 +228,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     int pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
     CUdriverProcAddressQueryResult st = resolve(symbol, cudaVersion, pt, pfn);
     /* TGS_LOG_LEVEL=debug: one line per lookup (how a client's needs are found) */
-    sim_log(SIM_LOG_DEBUG, "lookup %s %d %llu -> %s", symbol, cudaVersion,
+    sim_log(TGS_LOG_DEBUG, "lookup %s %d %llu -> %s", symbol, cudaVersion,
             (unsigned long long)flags,
             st == CU_GET_PROC_ADDRESS_SUCCESS ? "found"
             : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version not sufficient"

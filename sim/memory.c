@@ -32,7 +32,7 @@ CUresult sim_mem_account(int dev, int64_t bytes, int managed)
             if (bytes > 0 && sim_res_evict_locked(dev, (uint64_t)bytes, &moved)) {
                 /* the host cannot take what would have to move: nothing moved */
                 sim_dev_unlock(dev);
-                sim_log(SIM_LOG_INFO, "device allocation refused: the eviction it needs does "
+                sim_log(TGS_LOG_INFO, "device allocation refused: the eviction it needs does "
                                       "not fit in host memory (TGS_SIM_HOST_MEM)");
                 if (attempt == 0) {
                     sim_reap_dead(1);

@@ -94,7 +94,7 @@ CUresult sim_module_load(struct CUctx_st *ctx, const void *image, size_t size,
         free(m->gaddr);
         sim_image_free(&m->img);
         free(m);
-        sim_log(SIM_LOG_INFO, "module load: error %d", (int)r);
+        sim_log(TGS_LOG_INFO, "module load: error %d", (int)r);
         return r;
     }
     sim_handle_add(m);
@@ -160,7 +160,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         return CUDA_ERROR_INVALID_HANDLE;
     size_t len = strnlen(name, 4096);
     if (len == 0 || len == 4096 || !sim_image_find(&hmod->img, name, SIM_SYM_KERNEL)) {
-        sim_log(SIM_LOG_DEBUG, "cuModuleGetFunction: %s not in the module", name);
+        sim_log(TGS_LOG_DEBUG, "cuModuleGetFunction: %s not in the module", name);
         return CUDA_ERROR_NOT_FOUND;
     }
     pthread_mutex_lock(&g_sim.lock);

@@ -142,7 +142,7 @@ int sim_res_add(int dev, uint64_t base, uint64_t size, int pinned)
         return (int)i + 1;
     }
     host_give(size);
-    sim_log(SIM_LOG_WARN, "all %d managed residency slots are in use: allocation untracked",
+    sim_log(TGS_LOG_WARN, "all %d managed residency slots are in use: allocation untracked",
             SIM_MAX_MRANGES);
     return 0;
 }
@@ -242,7 +242,7 @@ static uint64_t evict_locked(int dev, uint64_t need, uint64_t *moved, int skip_p
         if (!take) /* the host is full: nothing more can move */
             return need - room;
         *moved += take;
-        sim_log(SIM_LOG_DEBUG, "evicted managed memory of process slot %d to the host",
+        sim_log(TGS_LOG_DEBUG, "evicted managed memory of process slot %d to the host",
                 (int)m->proc);
     }
     return 0;

@@ -11,6 +11,7 @@
 
 #include "tgs/cuda_abi.h"
 #include "image.h"
+#include "tgs/log_level.h"
 #include "tgs/sim_state.h"
 
 #pragma GCC visibility push(hidden)
@@ -214,7 +215,6 @@ struct sim_thread {
 extern __thread struct sim_thread g_sim_thread;
 
 /* log.c / env.c */
-enum { SIM_LOG_ERROR = 0, SIM_LOG_WARN = 1, SIM_LOG_INFO = 2, SIM_LOG_DEBUG = 3 };
 void sim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t sim_env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max);
 uint64_t sim_env_bytes(const char *name, uint64_t def);

@@ -38,7 +38,7 @@ void sim_dev_lock(int dev)
     if (r == EOWNERDEAD) {
         /* The holder died mid-update: every update keeps the state usable
          * (counters may be off by one operation), so just mark it usable. */
-        sim_log(SIM_LOG_INFO, "device %d lock recovered from a dead process", dev);
+        sim_log(TGS_LOG_INFO, "device %d lock recovered from a dead process", dev);
         pthread_mutex_consistent(&g_sim.st->dev[dev].lock);
     }
 }
@@ -98,7 +98,7 @@ static void default_path(char *buf, size_t n)
 {
     const char *why = sim_state_path(buf, n);
     if (why)
-        sim_log(SIM_LOG_ERROR, "TGS_SIM_STATE=%s %s; using %s", getenv("TGS_SIM_STATE"), why,
+        sim_log(TGS_LOG_ERROR, "TGS_SIM_STATE=%s %s; using %s", getenv("TGS_SIM_STATE"), why,
                 buf);
 }
 
@@ -129,7 +129,7 @@ static void reclaim_slot(int slot)
         sim_dev_unlock(d);
     }
     if (p->in_use)
-        sim_log(SIM_LOG_INFO, "reclaimed process slot %d (pid %d)", slot, (int)p->pid);
+        sim_log(TGS_LOG_INFO, "reclaimed process slot %d (pid %d)", slot, (int)p->pid);
     p->in_use = 0;
 }
 
@@ -155,7 +155,7 @@ static void check_params(const struct sim_header *h, const char *path)
     uint64_t ndev = sim_env_u64("TGS_SIM_DEVICES", 1, 1, SIM_MAX_DEVICES);
     uint64_t slice = sim_env_u64("TGS_SIM_TIMESLICE_US", 2000, 10, 10000000) * 1000;
     if (mem != h->mem_per_device || ndev != h->ndevices || slice != h->timeslice_ns)
-        sim_log(SIM_LOG_INFO,
+        sim_log(TGS_LOG_INFO,
                 "state file %s already exists with %u device(s) x %llu bytes, slice %llu us; "
                 "it wins over this process's environment",
                 path, h->ndevices, (unsigned long long)h->mem_per_device,
@@ -193,12 +193,12 @@ CUresult sim_state_open(void)
         fd = open(path, O_RDWR | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {
             if (create_file(path, mem, ndev, slice) != 0) {
-                sim_log(SIM_LOG_ERROR, "cannot create state file %s: %s", path, strerror(errno));
+                sim_log(TGS_LOG_ERROR, "cannot create state file %s: %s", path, strerror(errno));
                 return CUDA_ERROR_NO_DEVICE;
             }
             created = 1;
         } else if (fd < 0) {
-            sim_log(SIM_LOG_ERROR, "cannot open state file %s: %s", path, strerror(errno));
+            sim_log(TGS_LOG_ERROR, "cannot open state file %s: %s", path, strerror(errno));
             return CUDA_ERROR_NO_DEVICE;
         }
     }
@@ -207,7 +207,7 @@ CUresult sim_state_open(void)
     struct stat sb;
     size_t size = sizeof(struct sim_state);
     if (fstat(fd, &sb) != 0 || (size_t)sb.st_size != size) {
-        sim_log(SIM_LOG_ERROR, "state file %s has the wrong size (another version?); "
+        sim_log(TGS_LOG_ERROR, "state file %s has the wrong size (another version?); "
                 "remove it when no process uses it", path);
         close(fd);
         return CUDA_ERROR_NO_DEVICE;
@@ -219,7 +219,7 @@ CUresult sim_state_open(void)
     }
     if (st->hdr.magic != SIM_STATE_MAGIC || st->hdr.version != SIM_STATE_VERSION ||
         st->hdr.ndevices < 1 || st->hdr.ndevices > SIM_MAX_DEVICES) {
-        sim_log(SIM_LOG_ERROR, "state file %s is not a valid version-%d state file", path,
+        sim_log(TGS_LOG_ERROR, "state file %s is not a valid version-%d state file", path,
                 SIM_STATE_VERSION);
         munmap(st, size);
         close(fd);
@@ -235,7 +235,7 @@ CUresult sim_state_open(void)
         if (ofd_lock(fd, i, F_WRLCK, F_OFD_SETLK) == 0)
             slot = i;
     if (slot < 0) {
-        sim_log(SIM_LOG_ERROR, "all %d process slots of %s are in use", SIM_MAX_PROCS, path);
+        sim_log(TGS_LOG_ERROR, "all %d process slots of %s are in use", SIM_MAX_PROCS, path);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     g_sim.proc_slot = slot;

@@ -14,7 +14,7 @@
 
 static CUresult not_supported(const char *name)
 {
-    sim_log(SIM_LOG_INFO, "%s: not supported by the simulator", name);
+    sim_log(TGS_LOG_INFO, "%s: not supported by the simulator", name);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -96,7 +96,7 @@ void sim_visible_init(void)
             break;
         p += len + 1;
     }
-    sim_log(SIM_LOG_DEBUG, "CUDA_VISIBLE_DEVICES=%s: %d of %d devices visible", v, g_sim.nvis,
+    sim_log(TGS_LOG_DEBUG, "CUDA_VISIBLE_DEVICES=%s: %d of %d devices visible", v, g_sim.nvis,
             n);
 }
 

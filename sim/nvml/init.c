@@ -32,7 +32,7 @@ uint64_t nvml_now_ns(void)
  * default): a real NVML is silent, but a broken state file deserves a line. */
 static void warn(const char *fmt, const char *a, const char *b)
 {
-    if (tgs_log_level_parse(getenv("TGS_LOG_LEVEL")) == TGS_LEVEL_ERROR)
+    if (tgs_log_level_parse(getenv("TGS_LOG_LEVEL")) == TGS_LOG_ERROR)
         return;
     fprintf(stderr, "tgs-nvml: ");
     fprintf(stderr, fmt, a, b);

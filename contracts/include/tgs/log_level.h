@@ -12,15 +12,17 @@
 
 #include <strings.h>
 
-enum { TGS_LEVEL_ERROR = 0, TGS_LEVEL_WARN, TGS_LEVEL_INFO, TGS_LEVEL_DEBUG };
+/* The levels, the one enum of the shim, the simulated driver and its NVML: a line of level
+ * L is written when L <= the level TGS_LOG_LEVEL names. */
+enum tgs_log_level { TGS_LOG_ERROR = 0, TGS_LOG_WARN, TGS_LOG_INFO, TGS_LOG_DEBUG };
 #define TGS_LOG_LEVEL_GRAMMAR "error|warn|info|debug"
 
-/* The level v names, TGS_LEVEL_WARN for NULL/empty, -1 outside the grammar. */
+/* The level v names, TGS_LOG_WARN for NULL/empty, -1 outside the grammar. */
 static inline int tgs_log_level_parse(const char *v)
 {
     static const char *const names[] = { "error", "warn", "info", "debug" };
     if (!v || !*v)
-        return TGS_LEVEL_WARN;
+        return TGS_LOG_WARN;
     for (int i = 0; i < 4; i++)
         if (!strcasecmp(v, names[i]))
             return i;

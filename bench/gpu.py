@@ -19,10 +19,10 @@ import threading
 import time
 from pathlib import Path
 
+from tgs.intercept.locate import build_path
 from tgs.intercept.simstate import SIM_MAX_DEVICES, STATE_ENV, SimState, default_path, map_state
 
-ROOT = Path(__file__).resolve().parents[1]
-SIM_DIR = ROOT / "build" / "sim"
+SIM_DIR = build_path("sim")
 GPU_MODES = ("auto", "sim", "real")
 SIM_GPU_NAME = "TGS Simulated GPU"    # what the simulated driver and NVML call their devices
 

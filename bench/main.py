@@ -22,6 +22,7 @@ from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
 from tgs.bench.scenarios import ALL_KEYS, EXTRA_KEYS, FULL, OV_KEYS, POLICIES, QUICK, QUICK_KEYS
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
+from tgs.intercept.locate import build_path
 
 from tgs.version import version_option
 
@@ -49,9 +50,9 @@ def run_micro() -> dict[str, str]:
 
 
 def _check_built(gpu: str) -> None:
-    need = [ROOT / "build" / "libtgs.so", ROOT / "build" / "bin" / "tgs-workload"]
+    need = [build_path("libtgs.so"), build_path("bin", "tgs-workload")]
     if gpu == "sim":
-        need.append(ROOT / "build" / "sim" / "libcuda.so.1")
+        need.append(build_path("sim", "libcuda.so.1"))
     missing = [str(p) for p in need if not p.exists()]
     if missing:
         raise click.ClickException(f"missing {', '.join(missing)}: run `make` first")

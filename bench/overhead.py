@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tgs.intercept import devseg, segment
+from tgs.intercept.locate import build_path
 from tgs.intercept.simstate import STATE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "bench" / "csrc" / "overhead"
-OUT = ROOT / "build" / "bench"
-SHIM = ROOT / "build" / "libtgs.so"
-SIM_DIR = ROOT / "build" / "sim"
+OUT = build_path("bench")
+SHIM = build_path("libtgs.so")
+SIM_DIR = build_path("sim")
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
           f"-I{ROOT / 'contracts' / 'include'}"]
 

@@ -24,8 +24,9 @@ from typing import Any
 
 from tgs.bench.oversub_sim import Agent
 from tgs.intercept import segment, simstate
+from tgs.intercept.locate import build_path
 
-BUILD = Path(__file__).resolve().parents[1] / "build"
+BUILD = build_path()
 MiB = 1 << 20
 
 

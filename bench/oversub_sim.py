@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tgs.intercept import segment
+from tgs.intercept.locate import build_path
 
-BUILD = Path(__file__).resolve().parents[1] / "build"
+BUILD = build_path()
 PREFERRED = 3  # CU_MEM_ADVISE_SET_PREFERRED_LOCATION
 GiB = 1 << 30
 

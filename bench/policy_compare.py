@@ -25,9 +25,9 @@ from pathlib import Path
 
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.controller.client import Client, ControllerUnavailable
+from tgs.intercept.locate import build_path
 from tgs.intercept.simstate import STATE_ENV, read_state
 
-ROOT = Path(__file__).resolve().parents[1]
 PROD = dict(kernels=4, kernel_us=1000, gap_ms=3, name="prod")
 OPP = dict(kernels=20, kernel_us=200, gap_ms=0, name="opp")
 
@@ -65,7 +65,7 @@ def compare(policy: str, seconds: float, base: Path, prod_gap_ms: float = 3.0,
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TGS_", "LD_PRELOAD"))}
     state = base / f"sim-{policy}"
     env[STATE_ENV] = str(state)
-    env["LD_LIBRARY_PATH"] = str(ROOT / "build" / "sim")
+    env["LD_LIBRARY_PATH"] = str(build_path("sim"))
     prod = WorkloadSpec(seconds=seconds, **{**PROD, "gap_ms": prod_gap_ms})  # type: ignore[arg-type]
     # the opportunistic job launches ~4 ms of work per synchronize whatever its kernel size
     okernels = max(1, round(4000 / (opp_kernel_us * (opp_cost or 1.0))))

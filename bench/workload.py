@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN_DIR = ROOT / "build" / "bin"
+from tgs.intercept.locate import build_path
+
+BIN_DIR = build_path("bin")
 WORKLOAD_BIN = BIN_DIR / "tgs-workload"
 WORKLOAD_LINKED_BIN = BIN_DIR / "tgs-workload-linked"
 

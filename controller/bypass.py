@@ -26,13 +26,13 @@ import ctypes
 import fcntl
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tgs.intercept import simstate as S
+from tgs.intercept.devseg import is_device_segment
 from tgs.intercept.ofd import F_OFD_GETLK, lock_request, lock_type
 
 from .bypass_action import BypassActor, job_of_segment
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 GRACE = 2                 # consecutive unmanaged looks before a process is reported
 LOOK_EVERY = 1.0          # seconds between looks (metrics.MetricsTap)
 MAX_FDS = 65536           # fds inspected per process (a bound, not a limit of the kernel)
-DEVICE_SEG = re.compile(r"device-[0-9]+\.seg")    # intercept.devseg: the device tables
 
 
 @dataclass(frozen=True)
@@ -188,7 +187,7 @@ def seg_files(seg_dir: Path) -> Segs:
     except OSError:
         return out
     for e in entries:
-        if not e.name.endswith(".seg") or DEVICE_SEG.fullmatch(e.name):
+        if not e.name.endswith(".seg") or is_device_segment(e.name):
             continue
         try:
             st = e.stat(follow_symlinks=False)

@@ -23,7 +23,7 @@ from tgs.intercept.devseg import DeviceSegment, DevJob
 from .disk import DiskGuard
 from .parts import Part, sum_stats
 from .placement import PlacementTracker
-from .policy.base import PRODUCTION, Decision, DeviceSignals, JobSignals, Policy
+from .policy.base import PRODUCTION, Decision, DeviceSignals, GatePolicy, JobSignals, Policy
 from .registry import Job, Registry
 from .replies import JobStats, LoopStatus, MetricsEntry
 from .segments import LOCK_EVERY, JobSeg, SlotSample
@@ -41,6 +41,7 @@ class _Track:
     # slot -> (generation, launches, work, throttled ns, blocks) last period
     prev: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
     gate: tuple[int, int] | None = None
+    gate_policy: GatePolicy | None = None   # the policy values its .ctl holds (written by us)
     defaults: tuple[int, int, int] | None = None
     seen_live: bool = False
     masks: dict[int, tuple[int, int]] = field(default_factory=dict)  # slot -> (gen, gap mask)
@@ -117,7 +118,7 @@ class ControlLoop:
                 del self.tracks[name]
                 self.policy.forget(name)
         for t in self.tracks.values():
-            t.gate = t.defaults = None
+            t.gate = t.defaults = t.gate_policy = None
         self._publish_devices()
 
     def status(self) -> LoopStatus:
@@ -309,6 +310,9 @@ class ControlLoop:
         if tr.gate != gate:
             seg.ctl.set_gate(*gate)
             tr.gate = gate
+        if tr.gate_policy != self.policy.gate_policy:    # the policy's, at its first period
+            seg.ctl.set_gate_policy(self.policy.gate_policy)
+            tr.gate_policy = self.policy.gate_policy
         n = max(1, sig.nproc)
         if dec.rate is None:
             rate, burst = iseg.RATE_UNLIMITED, 0

@@ -14,14 +14,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
-from tgs.intercept.control import MAX_SLOTS, NAME_MAX, UUID_MAX
+from tgs.intercept.control import JOB_MAX_DEVICES, MAX_SLOTS, NAME_MAX, UUID_MAX
+from tgs.intercept.control import MAX_DEVICES as DEVICE_INDEX_LIMIT
 
 from .replies import Reply  # the reply objects (typed, one per docs/protocol.md table)
 
 PROTOCOL_VERSION = 1           # "v" of every message: the major version
 PROTOCOL_MINOR = 3             # 1.1: deadline_ms, expired, lease_uid, when_idle; 1.2: devices;
 #                                1.3: mem_fixed (opportunistic memory evictable by default)
-MAX_DEVICES = 16               # devices of one job (register "devices")
+MAX_DEVICES = JOB_MAX_DEVICES  # devices of one job (register "devices"; segment.h)
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
 MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
 MAX_ID_LEN = 64
@@ -181,7 +182,7 @@ class _Fields:
             return val
         if isinstance(val, bool) or not isinstance(val, int):
             raise self._bad(f"field {key!r} must be a device index or UUID")
-        if not 0 <= val < 64:
+        if not 0 <= val < DEVICE_INDEX_LIMIT:
             raise self._bad(f"field {key!r}: device index out of range")
         return val
 
@@ -199,7 +200,7 @@ class _Fields:
                     raise self._bad(f"field {key!r}[{i}]: not a device UUID")
             elif isinstance(item, bool) or not isinstance(item, int):
                 raise self._bad(f"field {key!r}[{i}] must be a device index or UUID")
-            elif not 0 <= item < 64:
+            elif not 0 <= item < DEVICE_INDEX_LIMIT:
                 raise self._bad(f"field {key!r}[{i}]: device index out of range")
             if item in out:
                 raise self._bad(f"field {key!r}: device {item!r} is listed twice")

@@ -33,6 +33,14 @@ CTL_HEADER_SIZE = ffi().sizeof("struct tgs_ctl_header")
 CTL_SLOT_SIZE = ffi().sizeof("struct tgs_ctl_slot")
 NAME_MAX = const("TGS_SEG_NAME_MAX")
 UUID_MAX = const("TGS_SEG_UUID_MAX")
+MAX_DEVICES = const("TGS_MAX_DEVICES")          # every device index is below this
+JOB_MAX_DEVICES = const("TGS_JOB_MAX_DEVICES")  # the devices one job may span
+INTERFERENCE_PPM = const("TGS_INTERFERENCE_PPM")
+INTERFERENCE_PPM_MAX = const("TGS_INTERFERENCE_PPM_MAX")
+WAIT_STEP_NS = const("TGS_WAIT_STEP_NS")
+FIT_STEP_NS = const("TGS_FIT_STEP_NS")
+STEP_NS_MIN = const("TGS_STEP_NS_MIN")
+STEP_NS_MAX = const("TGS_STEP_NS_MAX")
 _U64_MAX = (1 << 64) - 1
 
 
@@ -47,6 +55,31 @@ class SlotDefaults:
     rate: int = RATE_UNLIMITED
     burst: int = 0  # 0: the shim picks 20 ms worth of rate
     inflight_cap: int = 0  # 0: no cap
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """The gate's policy values the shim obeys (segment.h: the .ctl's interference_ppm,
+    wait_step_ns, fit_step_ns).  The defaults are the contract's: what a shim uses without a
+    .ctl, with a 0 or with a value out of range."""
+
+    interference_ppm: int = INTERFERENCE_PPM   # production's interference target (ppm)
+    wait_step_ns: int = WAIT_STEP_NS           # a WAIT launch's longest sleep between looks
+    fit_step_ns: int = FIT_STEP_NS             # a FIT launch asks this often whether it fits
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.interference_ppm <= INTERFERENCE_PPM_MAX:
+            raise ValueError(f"interference_ppm must be in [1, {INTERFERENCE_PPM_MAX}], "
+                             f"got {self.interference_ppm}")
+        for name in ("wait_step_ns", "fit_step_ns"):
+            v = getattr(self, name)
+            if not STEP_NS_MIN <= v <= STEP_NS_MAX:
+                raise ValueError(f"{name} must be in [{STEP_NS_MIN}, {STEP_NS_MAX}], got {v}")
+
+    @property
+    def interference(self) -> float:
+        """The target as a fraction of production's time."""
+        return self.interference_ppm / 1e6
 
 
 def u64(name: str, value: int) -> int:
@@ -78,8 +111,9 @@ def fill_ident(i: Any, magic: int, header_size: int, slot_size: int, nslots: int
 
 def build_ctl(job_name: str, device_index: int, device_uuid: str, nslots: int, created_ns: int,
               mem_quota: int, priority: int, weight: int, d: SlotDefaults, gate_flags: int,
-              gate_max_wait_us: int) -> bytes:
-    """The bytes of a new control segment."""
+              gate_max_wait_us: int, policy: GatePolicy | None = None) -> bytes:
+    """The bytes of a new control segment (``policy``: the gate's policy values, default the
+    contract's)."""
     buf = bytearray(CTL_HEADER_SIZE + nslots * CTL_SLOT_SIZE)
     f = ffi()
     h = f.cast("struct tgs_ctl_header *", f.from_buffer(buf))
@@ -92,11 +126,17 @@ def build_ctl(job_name: str, device_index: int, device_uuid: str, nslots: int, c
     h.priority, h.weight = priority, weight
     h.controller_heartbeat_ns = time.monotonic_ns()
     h.gate_flags, h.gate_max_wait_us = gate_flags, gate_max_wait_us
+    _write_policy(h, policy or GatePolicy())
     lines = f.cast("struct tgs_ctl_slot *", f.from_buffer(buf) + CTL_HEADER_SIZE)
     for i in range(nslots):
         lines[i].rate, lines[i].burst, lines[i].inflight_cap = d.rate, d.burst, d.inflight_cap
     del h, lines
     return bytes(buf)
+
+
+def _write_policy(h: Any, p: GatePolicy) -> None:
+    h.interference_ppm, h.wait_step_ns, h.fit_step_ns = (p.interference_ppm, p.wait_step_ns,
+                                                         p.fit_step_ns)
 
 
 def open_control(path: str | os.PathLike[str], readonly: bool = False) -> ControlSegment:
@@ -220,6 +260,22 @@ class ControlSegment(MappedStruct):
         self.header.gate_max_wait_us = max_wait_us
         self.header.gate_flags = flags
         self._bump()
+
+    def set_gate_policy(self, policy: GatePolicy) -> None:
+        """The gate's policy values (validated by GatePolicy); the shims read them at every
+        use."""
+        _write_policy(self.header, policy)
+        self._bump()
+
+    @property
+    def gate_policy(self) -> GatePolicy | None:
+        """The policy values the file holds; None when one is 0 or out of range (the shim then
+        uses the contract's default for it)."""
+        h = self.header
+        try:
+            return GatePolicy(int(h.interference_ppm), int(h.wait_step_ns), int(h.fit_step_ns))
+        except ValueError:
+            return None
 
     def set_priority(self, priority: int, weight: int | None = None) -> None:
         self.header.priority = priority

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from .atomic_file import write_atomically
 from .control import NAME_MAX, SegmentError, set_str
-from .header import const, ffi
+from .header import const, ffi, string_const
 from .mapped import MappedStruct
 
 DEV_MAGIC = const("TGS_DEV_MAGIC")
@@ -25,6 +26,10 @@ DEV_VERSION = const("TGS_DEV_VERSION")
 DEV_SIZE = ffi().sizeof("struct tgs_dev_segment")
 MAX_JOBS = const("TGS_DEV_MAX_JOBS")
 JOB_USED = const("TGS_DEV_JOB_USED")
+# The file name, segment.h's TGS_DEV_SEG_NAME (a printf format of the device index).
+_NAME_FORMAT = string_const("TGS_DEV_SEG_NAME")
+_NAME_PREFIX, _NAME_SUFFIX = _NAME_FORMAT.split("%d")
+DEVICE_SEG_RE = re.compile(re.escape(_NAME_PREFIX) + "([0-9]+)" + re.escape(_NAME_SUFFIX))
 
 
 @dataclass(frozen=True)
@@ -38,9 +43,19 @@ class DevJob:
     busy_bias: int = 0
 
 
+def device_segment_name(device_index: int) -> str:
+    """The device segment's file name ("device-<index>.seg": TGS_DEV_SEG_NAME)."""
+    return _NAME_FORMAT % device_index
+
+
+def is_device_segment(name: str) -> bool:
+    """Whether a file name is a device segment's (not a job's .seg)."""
+    return DEVICE_SEG_RE.fullmatch(name) is not None
+
+
 def device_segment_path(segment_dir: str | os.PathLike[str], device_index: int) -> Path:
     """Where the shims look for device ``device_index``: next to the job segments."""
-    return Path(segment_dir) / f"device-{device_index}.seg"
+    return Path(segment_dir) / device_segment_name(device_index)
 
 
 def create_device(segment_dir: str | os.PathLike[str], device_index: int) -> DeviceSegment:

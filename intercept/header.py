@@ -15,6 +15,8 @@ from pathlib import Path
 
 import cffi
 
+from .locate import source_root
+
 HEADER_ENV = "TGS_SEGMENT_HEADER"   # segment.h elsewhere (the other headers sit beside it)
 SEGMENT_H = "segment.h"
 _BEGIN = "/* CDEF-BEGIN */"
@@ -24,7 +26,7 @@ _END = "/* CDEF-END */"
 def contracts_dir() -> Path:
     """contracts/include/tgs of the source tree this package runs from (an editable install or
     the checkout itself); it may be absent in an installed copy."""
-    return Path(__file__).resolve().parent.parent / "contracts" / "include" / "tgs"
+    return source_root() / "contracts" / "include" / "tgs"
 
 
 def header_candidates(name: str = SEGMENT_H) -> list[Path]:
@@ -86,3 +88,14 @@ def ffi() -> cffi.FFI:
 def const(name: str) -> int:
     """An integer #define of segment.h's CDEF block (e.g. ``TGS_SEG_MAGIC``)."""
     return int(getattr(constants(SEGMENT_H), name))
+
+
+@cache
+def string_const(name: str, header: str = SEGMENT_H) -> str:
+    """A string #define of a contract header (``#define NAME "text"``, outside the CDEF block:
+    cffi's cdef takes integers only)."""
+    m = re.search(rf'^#define {re.escape(name)} "([^"\\]*)"', find_header(header).read_text(),
+                  re.M)
+    if m is None:
+        raise ValueError(f"{header} has no string #define {name}")
+    return m.group(1)

@@ -1,4 +1,5 @@
-"""Find the shim library and build the environment that injects it into a child process."""
+"""Find the shim library and build the environment that injects it into a child process; where
+the source tree's build outputs are (``build_path``, the one place that works it out)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,24 @@ INSTALLED_DIRS = (
 )
 
 
+def source_root() -> Path:
+    """The source tree this package runs from (an editable install's checkout)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def build_path(*parts: str) -> Path:
+    """A path under the source tree's build/ (``make``'s outputs: build/libtgs.so, build/sim/,
+    build/bin/; the benchmarks' and tests' own builds); it need not exist (an installed copy
+    has no build/)."""
+    return source_root().joinpath("build", *parts)
+
+
 def shim_candidates() -> list[Path]:
     out: list[Path] = []
     env = os.environ.get(SHIM_ENV)
     if env:
         out.append(Path(env))
-    out.append(Path(__file__).resolve().parent.parent / "build" / SHIM_NAME)  # source tree
+    out.append(build_path(SHIM_NAME))  # source tree
     out.extend(Path(d) / SHIM_NAME for d in INSTALLED_DIRS)
     return out
 
@@ -48,8 +61,7 @@ def find_sim_lib_dir() -> Path | None:
     """The simulated driver's directory (its libcuda.so.1): $TGS_SIM_LIB_DIR, then build/sim of
     the source tree; None when neither has it."""
     env = os.environ.get(SIM_LIB_ENV)
-    for d in ([Path(env)] if env else []) + [Path(__file__).resolve().parent.parent / "build"
-                                             / "sim"]:
+    for d in ([Path(env)] if env else []) + [build_path("sim")]:
         if (d / "libcuda.so.1").is_file():
             return d.resolve()
     return None

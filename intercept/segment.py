@@ -35,6 +35,7 @@ from .control import (
     QUOTA_UNLIMITED,
     RATE_UNLIMITED,
     ControlSegment,
+    GatePolicy,
     SegmentError,
     SlotDefaults,
     build_ctl,
@@ -63,7 +64,8 @@ __all__ = [
     "CTL_HEADER_SIZE", "CTL_SLOT_SIZE", "GATE_FIT", "GATE_PUBLISH", "GATE_WAIT", "HEADER_SIZE",
     "LANES", "LOCK_SLOT_BASE", "MAGIC", "MAX_SLOTS", "PRIORITY_OPPORTUNISTIC",
     "PRIORITY_PRODUCTION", "QUOTA_UNLIMITED", "RATE_UNLIMITED", "SLOT_ACTIVE", "SLOT_FREE",
-    "SLOT_SIZE", "VERSION", "ControlSegment", "Segment", "SegmentError", "SlotCounters",
+    "SLOT_SIZE", "VERSION", "ControlSegment", "GatePolicy", "Segment", "SegmentError",
+    "SlotCounters",
     "SlotDefaults", "create", "ctl_path", "open_segment", "pub_path",
 ]
 
@@ -127,6 +129,7 @@ def create(
     defaults: SlotDefaults | None = None,
     gate_flags: int = 0,
     gate_max_wait_us: int = 0,
+    gate_policy: GatePolicy | None = None,
 ) -> Segment:
     """Create a job's .ctl, .seg and pub/<job>.pub atomically (mode 0660) and return them mapped."""
     if not 1 <= nslots <= MAX_SLOTS:
@@ -136,7 +139,8 @@ def create(
     final = Path(path)
     created = time.time_ns()
     ctl = build_ctl(job_name, device_index, device_uuid, nslots, created, mem_quota, priority,
-                    weight, defaults or SlotDefaults(), gate_flags, gate_max_wait_us)
+                    weight, defaults or SlotDefaults(), gate_flags, gate_max_wait_us,
+                    gate_policy)
     total = HEADER_SIZE + nslots * SLOT_SIZE
     buf = bytearray(total)
     f = ffi()
@@ -252,6 +256,9 @@ class Segment:
 
     def set_gate(self, flags: int, max_wait_us: int) -> None:
         self.control.set_gate(flags, max_wait_us)
+
+    def set_gate_policy(self, policy: GatePolicy) -> None:
+        self.control.set_gate_policy(policy)
 
     def set_priority(self, priority: int, weight: int | None = None) -> None:
         self.control.set_priority(priority, weight)

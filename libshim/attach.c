@@ -132,6 +132,7 @@ static int attach(void)
     for (;;) {
         if (try_seg(c, &why) == 0) {
             tgs_log(TGS_LOG_INFO, "attached to %s slot %d", path, tgs_g.slot_idx);
+            tgs_policy_check();
             return TGS_ATTACH_OK;
         }
         uint64_t now = tgs_now_ns();
@@ -225,6 +226,7 @@ void tgs_attach_forget(void)
     tgs_g.cline = NULL;
     tgs_g.pub = NULL;
     tgs_g.ledger_id = 0;
+    tgs_g.policy_warned = 0;
     tgs_g.slot_idx = -1;
     tgs_g.epoch++;
     tgs_g.local_used = 0;

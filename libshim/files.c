@@ -157,7 +157,7 @@ void tgs_device_path(char *out, size_t cap, int32_t index)
         return;
     }
     char leaf[64];
-    snprintf(leaf, sizeof(leaf), "device-%d.seg", (int)index);
+    snprintf(leaf, sizeof(leaf), TGS_DEV_SEG_NAME, (int)index);
     beside_segment(out, cap, leaf);
 }
 

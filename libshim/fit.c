@@ -70,7 +70,7 @@
 
 #include "shim.h"
 
-#define GATE_STEP_NS 60000ull
+#define GATE_STEP_NS tgs_fit_step_ns()    /* the .ctl's fit_step_ns (policy.c) */
 #define FRESH_NS (2 * GATE_STEP_NS)  /* a gap younger than this is "at its start" */
 #define SAMPLE_EVERY 8
 #define EST_DOWN 0.125               /* weight of a lower clean sample */
@@ -78,7 +78,7 @@
 #define HOST_DELAY_FRAC 0.05         /* ... or up to this share of what it measured */
 #define LONG_SAMPLE_NS 20000.0       /* shorter samples measure the per-launch cost */
 #define FIXED_MAX_NS 10000.0         /* the most a launch is believed to cost beyond its work */
-#define OVERRUN_FRAC 0.03            /* ns of delay to production allowed per ns */
+#define OVERRUN_FRAC tgs_interference()  /* ns of delay to production allowed per ns: the .ctl's */
 #define OVERRUN_CAP_NS 20000000.0    /* the most the budget saves up */
 #define HARD_MAX_NS 10000000000ull   /* the starvation bound is never later than this */
 #define TRICKLE_MAX_NS 400000.0      /* the deepest queue a trickle keeps (below) */

@@ -108,6 +108,20 @@ void tgs_oversub_forget(uint64_t ptr)
     pthread_mutex_unlock(&o->mu);
 }
 
+/* Whether device dev has its entry in d[]: every device index is below TGS_MAX_DEVICES
+ * (segment.h); one past it is said once and left alone (neither prefetched back nor
+ * guarded). */
+static int tracked(int dev)
+{
+    if (dev >= 0 && dev < TGS_MAX_DEVICES)
+        return 1;
+    if (dev >= 0 && !__atomic_exchange_n(&ov()->past_warned, 1, __ATOMIC_RELAXED))
+        tgs_log(TGS_LOG_WARN, "oversubscription: device %d is past the %d devices the shim "
+                              "tracks: its memory is neither prefetched back nor guarded",
+                dev, TGS_MAX_DEVICES);
+    return 0;
+}
+
 /* The current context's device and the job's own prefetch stream there (0), or -1. */
 static int ensure_stream_locked(void)
 {
@@ -116,7 +130,7 @@ static int ensure_stream_locked(void)
     CUdevice dev = 0;
     if (!tgs_g.real.cuCtxGetCurrent || tgs_g.real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS ||
         !cur || !tgs_g.real.cuCtxGetDevice || tgs_g.real.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-        dev < 0 || dev >= TGS_OVERSUB_DEVS)
+        !tracked((int)dev))
         return -1;
     o->dev = (int)dev;
     if (o->d[dev].stream && o->d[dev].ctx == cur)
@@ -207,7 +221,7 @@ uint64_t tgs_oversub_note_locked(int dev, uint64_t f, uint64_t t)
 {
     struct tgs_oversub *o = ov();
     uint64_t m = tgs_oversub_margin(t), out = 0;
-    if (dev < 0 || dev >= TGS_OVERSUB_DEVS)
+    if (!tracked(dev))
         return 0;
     if (f < m && (!o->d[dev].seen || o->d[dev].last_free >= m))
         for (size_t i = 0; i < o->n; i++) /* the device filled up: maybe evicted */
@@ -257,7 +271,7 @@ int tgs_oversub_look_locked(int strict, uint64_t *moved)
 CUstream tgs_oversub_stream_locked(void)
 {
     struct tgs_oversub *o = ov();
-    return o->dev >= 0 && o->dev < TGS_OVERSUB_DEVS ? o->d[o->dev].stream : NULL;
+    return o->dev >= 0 && o->dev < TGS_MAX_DEVICES ? o->d[o->dev].stream : NULL;
 }
 
 void tgs_oversub_synced(void)

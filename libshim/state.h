@@ -117,7 +117,6 @@ struct tgs_orange {
     int dev;                    /* the device it was allocated on */
     int host;                   /* advised to prefer the host (past mem_quota): not prefetched */
 };
-#define TGS_OVERSUB_DEVS 16
 struct tgs_oversub {
     pthread_mutex_t mu;
     struct tgs_orange *r;
@@ -128,7 +127,8 @@ struct tgs_oversub {
         CUstream stream;        /* the job's own prefetch stream (NULL: not made yet) */
         uint64_t last_free;     /* device free memory at the last look */
         int seen;               /* last_free is set */
-    } d[TGS_OVERSUB_DEVS];      /* per device ordinal */
+    } d[TGS_MAX_DEVICES];       /* per device ordinal (segment.h: every index is below) */
+    int past_warned;            /* a device at or past TGS_MAX_DEVICES was said once */
     int dev;                    /* the current context's device (the look's) */
     int hold;                   /* the working set does not fit: launches take the slow
                                  * path and wait there (oversub_hold.c; relaxed loads) */
@@ -282,6 +282,7 @@ struct tgs_global {
     uint32_t epoch;             /* bumped per attach: invalidates thread lanes */
     uint32_t lanes_next;
     int gate_warned;
+    int policy_warned;          /* the .ctl policy values said out of range (policy.c) */
     struct tgs_peers peers;
 
     /* memory (ledger.c, ptrmap.c) */
@@ -341,5 +342,11 @@ void tgs_sleep_ns(uint64_t ns);
 
 /* log.c */
 void tgs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* policy.c: the gate's policy values, from the attached .ctl, else the contract's defaults */
+double tgs_interference(void);      /* production's interference target, a fraction */
+uint64_t tgs_wait_step_ns(void);    /* a WAIT launch's longest sleep before it looks again */
+uint64_t tgs_fit_step_ns(void);     /* a FIT launch asks this often whether it fits */
+void tgs_policy_check(void);        /* at attach: a value out of range is said now */
 
 #endif /* TGS_STATE_H */

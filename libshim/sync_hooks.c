@@ -23,7 +23,7 @@
 
 #include "shim.h"
 
-#define GATE_STEP_NS 75000ull
+#define GATE_STEP_NS tgs_wait_step_ns()  /* the .ctl's wait_step_ns (policy.c) */
 #define GAP_ABSURD_NS 10000000000ull /* a longer "gap" is a pause, not a pattern */
 #define GAP_MARGIN_NS 50000ull       /* + 1/50: host wake-up jitter on both sides */
 

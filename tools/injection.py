@@ -30,7 +30,8 @@ from typing import Any
 from tgs.controller import paths
 from tgs.intercept import simstate
 from tgs.intercept.control import ctl_path
-from tgs.intercept.locate import find_shim
+from tgs.intercept.devseg import device_segment_path
+from tgs.intercept.locate import build_path, find_shim
 from tgs.intercept.pub import pub_path
 
 from .elfver import ElfError, Version, find_libc, glibc_needed, glibc_provided, vstr
@@ -75,7 +76,7 @@ class Plan:
 def find_sim_lib() -> Path:
     env = os.environ.get(SIM_LIB_ENV)
     cands = [Path(env)] if env else []
-    cands.append(Path(__file__).resolve().parent.parent / "build" / "sim" / "libcuda.so.1")
+    cands.append(build_path("sim", "libcuda.so.1"))
     for c in cands:
         if c.is_file():
             return c.resolve()
@@ -117,7 +118,7 @@ def make_plan(job: dict[str, Any], *, sim: bool, preload_file: bool,
     if ctl.exists():
         plan.mounts.append(Mount(str(ctl), f"{CTR_SEG_DIR}/{ctl.name}"))
     plan.mounts.append(Mount(str(seg), ctr_seg, readonly=False))
-    dev_seg = seg_p.parent / f"device-{job.get('device', 0)}.seg"
+    dev_seg = device_segment_path(seg_p.parent, job.get("device", 0))
     if dev_seg.exists():
         plan.mounts.append(Mount(str(dev_seg), f"{CTR_SEG_DIR}/{dev_seg.name}"))
     if pub.parent.is_dir():
@@ -171,7 +172,7 @@ def _add_parts(plan: Plan, parts: list[dict[str, Any]]) -> None:
         if not seg_p.exists():
             raise InjectError(f"part {part['name']}: its segment {seg_p} is not on this node")
         ctl, pub = ctl_path(seg_p), pub_path(seg_p, part["name"])
-        dev_seg = seg_p.parent / f"device-{part['device']}.seg"
+        dev_seg = device_segment_path(seg_p.parent, part["device"])
         ctr_segs.append(f"{CTR_SEG_DIR}/{seg_p.name}")
         for m in (Mount(str(ctl), f"{CTR_SEG_DIR}/{ctl.name}"),
                   Mount(str(seg_p), f"{CTR_SEG_DIR}/{seg_p.name}", readonly=False),

@@ -13,15 +13,15 @@ import sys
 from typing import Any
 
 import click
+from tgs.controller.protocol import DEVICE_INDEX_LIMIT, MAX_WEIGHT, NAME_RE, UUID_RE
 from tgs.controller.protocol import MAX_DEVICES as MAX_JOB_DEVICES
-from tgs.controller.protocol import MAX_WEIGHT, NAME_RE, UUID_RE
 
 from .sizes import SizeParam, is_bare_number, is_unit_word, show
 
 EXIT_USAGE = 2
 _INT_RE = re.compile(r"[0-9]{1,12}\Z", re.ASCII)
 _FLOAT_RE = re.compile(r"(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})\Z", re.ASCII)
-MAX_DEVICES = 64
+MAX_DEVICES = DEVICE_INDEX_LIMIT   # a device index is below this (segment.h)
 
 
 class AsciiInt(click.ParamType):

@@ -49,6 +49,7 @@ from .base import (
     PRODUCTION_DECISION,
     Decision,
     DeviceSignals,
+    GatePolicy,
     JobSignals,
     Policy,
     by_device,
@@ -69,7 +70,9 @@ OPEN_KERNELS = 16         # ... in OPEN
 LEVEL_MIN = 0.05
 DECREASE = 0.7
 INCREASE = 0.1
-INTERFERENCE = 0.03       # production may lose at most 3 %
+GATE_POLICY = GatePolicy() # the .ctl's policy values: the contract's (segment.h) ...
+INTERFERENCE = GATE_POLICY.interference   # ... production may lose at most 3 % (the shims'
+                                          # overrun budget obeys the same target)
 WAIT_MIN_US = 20_000      # gate max wait at level 1
 WAIT_MAX_US = 200_000     # ... at LEVEL_MIN: the starvation bound is never longer
 WAIT_CYCLES = 4           # max wait covers this many production cycles (busy + gap)
@@ -149,6 +152,7 @@ class _Opp:
 
 class AdaptivePolicy(Policy):
     name = "adaptive"
+    gate_policy = GATE_POLICY
 
     def __init__(self) -> None:
         super().__init__()

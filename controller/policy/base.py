@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tgs.intercept.control import GATE_FIT as GATE_FIT
 from tgs.intercept.control import GATE_PUBLISH as GATE_PUBLISH
 from tgs.intercept.control import GATE_WAIT as GATE_WAIT
+from tgs.intercept.control import GatePolicy as GatePolicy
 
 PRODUCTION = "production"
 OPPORTUNISTIC = "opportunistic"
@@ -78,6 +79,9 @@ class Policy:
     """Base class: subclasses keep per-job/per-device memory between periods."""
 
     name = "base"
+    # The gate's policy values every job's .ctl gets (the loop writes them; the shims obey
+    # them): by default the contract's (segment.h), production's 3 % interference target.
+    gate_policy = GatePolicy()
 
     def __init__(self) -> None:
         self.notes: dict[int, dict[str, float]] = {}   # per-device internals, for status

@@ -60,7 +60,9 @@ def render(lib: Path) -> str:
 
 
 def main() -> None:
-    lib = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build" / "sim" / "libcuda.so.1")
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: coverage.py LIBCUDA [--write]   (make builds build/sim/libcuda.so.1)")
+    lib = Path(sys.argv[1])
     section = render(lib)
     if "--write" not in sys.argv:
         print(section)

@@ -125,6 +125,29 @@
 
 #define TGS_GAP_CLAIM_GRACE_NS 150000
 
+/* The gate's policy values, in the .ctl (tgs_ctl_header): the controller writes its policy's,
+ * the shim obeys them.  0 (a .ctl written before these fields) or a value out of range means
+ * the default here, which is also what applies without a .ctl.
+ * INTERFERENCE_PPM: production's interference target, parts per million of its time: what
+ *   its opportunistic neighbours' overruns may cost it (the FIT overrun budget's allowance,
+ *   split among them; the adaptive policy's probes judge against it too);
+ * WAIT_STEP_NS: a WAIT launch sleeps this long at most on a busy production pub's futex
+ *   before it looks again (the wake comes at once: the step only bounds a missed one and
+ *   the max wait's overshoot);
+ * FIT_STEP_NS: a FIT launch that does not fit asks again this often, and a gap younger than
+ *   two steps is at its start. */
+#define TGS_INTERFERENCE_PPM 30000
+#define TGS_INTERFERENCE_PPM_MAX 1000000
+#define TGS_WAIT_STEP_NS 75000
+#define TGS_FIT_STEP_NS 60000
+#define TGS_STEP_NS_MIN 1000
+#define TGS_STEP_NS_MAX 10000000
+
+/* Devices: every device index (a node's GPU ordinal, a job's device) is below
+ * TGS_MAX_DEVICES; a job spans at most TGS_JOB_MAX_DEVICES of them (one part each). */
+#define TGS_MAX_DEVICES 64
+#define TGS_JOB_MAX_DEVICES 16
+
 #define TGS_DEV_MAGIC 0x3156454453474754
 #define TGS_DEV_VERSION 2
 #define TGS_DEV_MAX_JOBS 16
@@ -181,7 +204,10 @@ struct tgs_ctl_header {
     uint64_t host_pinned_max; /* page-locked host memory the job may hold (cuMemAllocHost,
                              * cuMemHostAlloc, cuMemHostRegister; seg header pinned_used);
                              * 0 = no limit.  Was pad[1]: layout and version unchanged. */
-    uint64_t pad[2];
+    uint32_t interference_ppm; /* the gate's policy values (TGS_INTERFERENCE_PPM, */
+    uint32_t wait_step_ns;     /* TGS_WAIT_STEP_NS, TGS_FIT_STEP_NS above; 0 = the default). */
+    uint32_t fit_step_ns;      /* They took pad[2] and pad[3], the last of the header's */
+    uint32_t pad1;             /* padding: layout and TGS_SEG_VERSION are unchanged */
 };
 
 /* One lane = one cache line, written by one thread of the owning process. */
@@ -287,8 +313,9 @@ struct tgs_dev_job {
 };
 
 /* The device segment: one file per GPU, "device-<index>.seg" next to the
- * job segments, created and written by the controller only; shims map it
- * PROT_READ.  A missing or invalid device segment only disables gating. */
+ * job segments (TGS_DEV_SEG_NAME below), created and written by the
+ * controller only; shims map it PROT_READ.  A missing or invalid device
+ * segment only disables gating. */
 struct tgs_dev_segment {
     uint64_t magic;         /* TGS_DEV_MAGIC */
     uint32_t version;       /* TGS_DEV_VERSION */
@@ -301,10 +328,17 @@ struct tgs_dev_segment {
 };
 /* CDEF-END */
 
+/* The device segment's file name, a printf format of the device index (Python:
+ * tgs.intercept.devseg.device_segment_name; tests check they agree). */
+#define TGS_DEV_SEG_NAME "device-%d.seg"
+
 #ifndef __cplusplus
 _Static_assert(sizeof(struct tgs_ident) == 160, "identity layout");
 _Static_assert(sizeof(struct tgs_ctl_slot) == 64, "a control line is one cache line");
 _Static_assert(sizeof(struct tgs_ctl_header) == 256, "ctl header layout");
+_Static_assert(__builtin_offsetof(struct tgs_ctl_header, interference_ppm) ==
+                   __builtin_offsetof(struct tgs_ctl_header, host_pinned_max) + 8,
+               "the policy values took the header's last padding");
 _Static_assert(sizeof(struct tgs_lane) == 64, "lane is one cache line");
 _Static_assert(__builtin_offsetof(struct tgs_lane, blocks) == 32, "blocks took pad[0]");
 _Static_assert(__builtin_offsetof(struct tgs_seg_header, retired_blocks) ==

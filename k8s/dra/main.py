@@ -168,11 +168,11 @@ def cli(driver: str, node_name: str | None, registrar_dir: Path, plugin_dir: Pat
 
 
 def _print_slices(cfg: DriverConfig, as_json: bool) -> None:
-    d = Driver(cfg)
-    st = d.poll()
+    node = Driver(cfg).node
+    st = node.poll()
     if st is None:
         raise click.ClickException("the controller does not answer")
-    gpus = d.gpus()
+    gpus = node.gpus()
     specs = slices.desired(cfg.node_name, cfg.driver, slices.devices(gpus, cfg.nshares, st))
     objs = [{"apiVersion": slices.GROUP_VERSION, "kind": "ResourceSlice",
              "metadata": {"name": slices.slice_name(cfg.node_name, cfg.driver, i)},

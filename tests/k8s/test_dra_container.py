@@ -15,7 +15,7 @@ from container_helpers import CDI_DIR, fill_rootfs, podman_rm, require_podman
 from container_helpers import PODMAN as PODMAN_RUN
 from dra_helpers import DraKubelet, FakeResourceApi, claim, prepare, unprepare
 from k8s_helpers import Controller, wait_for
-from tgs.k8s.dra.driver import job_name
+from tgs.k8s.dra.plan import job_name
 
 pytestmark = pytest.mark.timeout(180)
 GIB = 1 << 30

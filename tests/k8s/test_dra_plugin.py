@@ -21,7 +21,7 @@ from dra_helpers import (
     unprepare,
 )
 from k8s_helpers import Controller, wait_for
-from tgs.k8s.dra.driver import job_name
+from tgs.k8s.dra.plan import job_name
 
 pytestmark = pytest.mark.timeout(150)
 GIB = 1 << 30

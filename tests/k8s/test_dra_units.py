@@ -13,7 +13,7 @@ import pytest
 from proc_helpers import tool
 from tgs.k8s.dra import api, params
 from tgs.k8s.dra.checkpoint import Checkpoint, ClaimEntry, JobEntry
-from tgs.k8s.dra.driver import job_name
+from tgs.k8s.dra.plan import job_name
 from tgs.k8s.shares import Gpu
 
 GIB = 1 << 30

@@ -2,10 +2,11 @@
 
 Scenarios S1-S15 under the policies none, static (30 % share), tgs and adaptive (the default),
 each job also alone as the baseline, and OV1 (memory oversubscription: tgs.bench.oversub), on
-the simulated GPU or a real one; a Markdown table, JSON, PNG plots in a results folder.  S16
-and the PyTorch scenarios T1-T6 (tgs.bench.torch_scenarios) run when named with --scenario.
-The full run (no --quick, all scenarios) also runs the shim-overhead, controller-cost and
-gate-reaction micro-benchmarks.
+the simulated GPU or a real one; a Markdown table, JSON, PNG plots in a results folder.  The
+PyTorch scenarios T1-T6 (tgs.bench.torch_scenarios) are part of the full run (no --quick, no
+filter) where the frameworks venv has PyTorch, and run when named otherwise; S16 only when
+named.  The full run also runs the shim-overhead, controller-cost and gate-reaction
+micro-benchmarks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ import click
 from tgs.bench import las_compare
 from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
-from tgs.bench.scenarios import ALL_KEYS, EXTRA_KEYS, FULL, OV_KEYS, POLICIES, QUICK, QUICK_KEYS
+from tgs.bench.scenarios import (
+    ALL_KEYS,
+    EXTRA_KEYS,
+    FULL,
+    OV_KEYS,
+    POLICIES,
+    QUICK,
+    QUICK_KEYS,
+    TORCH_KEYS,
+)
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 from tgs.intercept.locate import build_path
 
@@ -49,6 +59,16 @@ def run_micro() -> dict[str, str]:
     return out
 
 
+def suite_keys(named: tuple[str, ...], quick: bool, full: bool, no_torch: str | None
+               ) -> list[str]:
+    """What a run measures: the named scenarios, else the quick or the full suite; the full
+    suite with the PyTorch scenarios where PyTorch is installed (no_torch: why it is not)."""
+    keys = [k.upper() for k in named] or list(QUICK_KEYS if quick else ALL_KEYS)
+    if full and no_torch is None:
+        keys += [k for k in TORCH_KEYS if k not in keys]
+    return keys
+
+
 def _check_built(gpu: str) -> None:
     need = [build_path("libtgs.so"), build_path("bin", "tgs-workload")]
     if gpu == "sim":
@@ -62,8 +82,9 @@ def _check_built(gpu: str) -> None:
 @version_option("tgs-bench")
 @click.option("--scenario", "scenarios", multiple=True,
               type=click.Choice(ALL_KEYS + EXTRA_KEYS, case_sensitive=False),
-              help="Only these (repeatable; OV1: memory oversubscription; S16 and the "
-                   "PyTorch scenarios T1-T6 run only when named).")
+              help="Only these (repeatable; OV1: memory oversubscription; S16 runs only "
+                   "when named, the PyTorch scenarios T1-T6 also in the full run where "
+                   "PyTorch is installed: make frameworks).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
               help="Only these policies (repeatable; solo baselines always run; OV1 always "
                    "runs its memory policies none, tgs, ours).")
@@ -95,8 +116,11 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
     if use_torch and torch_available() is not None:
         raise click.ClickException(f"--torch: {torch_available()}")
     _check_built(mode)
-    keys = [k.upper() for k in scenarios] or list(QUICK_KEYS if quick else ALL_KEYS)
     full = not quick and not scenarios and not policies
+    no_torch = torch_available() if full else None
+    if full and no_torch is not None:
+        click.echo(f"tgs-bench: the PyTorch scenarios T1-T6 are left out: {no_torch}", err=True)
+    keys = suite_keys(scenarios, quick, full, no_torch)
     out = out or ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     cfg = SuiteConfig(keys=keys, policies=list(policies) or list(POLICIES),
                       budget=QUICK if quick else FULL, gpu=mode, out=out, torch=use_torch,

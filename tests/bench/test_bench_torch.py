@@ -19,6 +19,7 @@ from tgs.bench import torch_infer, torch_train
 from tgs.bench import torch_scenarios as T
 from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.harness import job_argv
+from tgs.bench.main import suite_keys
 from tgs.bench.torch_calibrate import parse_job
 from tgs.bench.workload import WorkloadSpec
 
@@ -48,10 +49,15 @@ def test_every_torch_scenario_builds_and_parses(key: str, budget: SC.Budget) -> 
             assert a.report_ms == SC.REPORT_MS
 
 
-def test_torch_scenarios_run_only_when_named() -> None:
+def test_torch_scenarios_join_the_full_run_where_pytorch_is_installed() -> None:
     assert set(SC.TORCH_KEYS) <= set(SC.EXTRA_KEYS)
     assert not set(SC.TORCH_KEYS) & (set(SC.ALL_KEYS) | set(SC.QUICK_KEYS))
     assert T.KEYS == SC.TORCH_KEYS
+    full = suite_keys((), False, True, None)
+    assert full == [*SC.ALL_KEYS, *SC.TORCH_KEYS]
+    assert suite_keys((), False, True, "no PyTorch") == list(SC.ALL_KEYS)
+    assert suite_keys((), True, False, None) == list(SC.QUICK_KEYS)
+    assert suite_keys(("t2", "s1"), False, False, None) == ["T2", "S1"]
 
 
 def test_torch_scenario_shapes() -> None:

@@ -27,7 +27,7 @@ from tgs.bench.gpu import BusySeries, job_env, make_sampler
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import TORCH_PROGRAMS, JobDef
 from tgs.bench.workload import ProgressRecord, parse_events, parse_output
-from tgs.controller.client import Client, ControllerUnavailable
+from tgs.client import Client, ControllerUnavailable
 
 PROD_QUOTA = 2 << 30
 

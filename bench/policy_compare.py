@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
-from tgs.controller.client import Client, ControllerUnavailable
+from tgs.client import Client, ControllerUnavailable
 from tgs.intercept.locate import build_path
 from tgs.intercept.simstate import STATE_ENV, read_state
 

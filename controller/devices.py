@@ -105,10 +105,14 @@ def ensure_sim_state() -> None:
     bind mount) when it does not exist: its seed gives the simulated GPUs' CUDA UUIDs."""
     if simstate.state_path().exists():
         return
-    from tgs.tools.injection import InjectError, sim_state_file
+    from tgs.intercept.locate import find_sim_lib_dir
+    from tgs.intercept.simfile import ensure_state_file
+    lib = find_sim_lib_dir()
     try:
-        sim_state_file()
-    except InjectError as exc:
+        if lib is None:
+            raise OSError("the simulated driver was not found (run `make`)")
+        ensure_state_file(lib / "libcuda.so.1")
+    except OSError as exc:
         log.warning("no simulator state file (%s): multi-device jobs' parts get the "
                     "simulated GPUs' aliases (GPU-sim-<n>), which CUDA does not know", exc)
 

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 import zmq
+from tgs.client.keys import KeyFileError
 
-from .auth import CurveGuard, KeyFileError
+from .auth import CurveGuard
 from .fdguard import BACKLOG, HANDSHAKE_MS, ListenGuard, nofile_limit, open_fds
 
 log = logging.getLogger("tgs.controller.front")       # also when run as __main__

@@ -19,9 +19,8 @@ from typing import Any
 
 import zmq
 
-from .paths import FRONT_SOCK
-
 log = logging.getLogger(__name__)
+FRONT_SOCK = "front.sock"     # the relay, in the runtime directory
 UP_TIMEOUT_S = 20.0           # the process's first report, once its endpoints are bound
 BACKOFF_S = (0.5, 30.0)       # first and longest wait before a restart
 STEADY_S = 60.0               # a process that ran this long restarts with no wait

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import click
 import zmq
+from tgs.client import paths
+from tgs.client.keys import KeyFileError
 
 from tgs.version import version_option
 
-from . import paths
-from .auth import CurveGuard, KeyFileError
+from .auth import CurveGuard
 from .devices import DeviceError, discover
 from .fdguard import raise_nofile
 from .loop import ControlLoop

@@ -14,14 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Union
 
+from tgs.client.protocol import DEFAULT_SLOTS, PROTOCOL_VERSION
 from tgs.intercept.control import JOB_MAX_DEVICES, MAX_SLOTS, NAME_MAX, UUID_MAX
 from tgs.intercept.control import MAX_DEVICES as DEVICE_INDEX_LIMIT
 
 from .replies import Reply  # the reply objects (typed, one per docs/protocol.md table)
 
-PROTOCOL_VERSION = 1           # "v" of every message: the major version
-PROTOCOL_MINOR = 3             # 1.1: deadline_ms, expired, lease_uid, when_idle; 1.2: devices;
-#                                1.3: mem_fixed (opportunistic memory evictable by default)
 MAX_DEVICES = JOB_MAX_DEVICES  # devices of one job (register "devices"; segment.h)
 MAX_FRAME = 64 * 1024          # bytes in the payload frame
 MAX_FRAMES = 4                 # identity + at most one delimiter + payload (+ slack)
@@ -30,7 +28,6 @@ MAX_ID_LEN = 64
 NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX - 2}}}\Z")
 UUID_RE = re.compile(rf"[A-Za-z0-9-]{{1,{UUID_MAX - 1}}}\Z")
 MAX_WEIGHT = 1000
-DEFAULT_SLOTS = 32
 MAX_QUOTA = (1 << 63) - 1
 PRIORITIES = ("production", "opportunistic")
 MAX_DEADLINE_MS = 1 << 53      # ms since the epoch (JSON-safe integers)

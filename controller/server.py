@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import zmq
+from tgs.client.protocol import PROTOCOL_MINOR
 
 from . import protocol as P
 from .fdguard import nofile_limit, open_fds
@@ -178,7 +179,7 @@ class Handler:
 
     def status(self) -> StatusReply:
         return StatusReply(
-            protocol=P.PROTOCOL_VERSION, protocol_minor=P.PROTOCOL_MINOR, pid=os.getpid(),
+            protocol=P.PROTOCOL_VERSION, protocol_minor=PROTOCOL_MINOR, pid=os.getpid(),
             uptime_s=round(time.time() - self.started, 3),
             devices=[DeviceInfo(d.index, d.uuid, d.name, d.mem_total, d.kind)
                      for d in self.registry.devices],

@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tgs.controller import paths
-from tgs.controller.client import ClientError, ControllerUnavailable
+from tgs.client import ClientError, ControllerUnavailable, paths
 from tgs.tools import cdi
 
 from . import annotations as ann

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from tgs.controller import paths
-from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.client import Client, ClientError, ControllerUnavailable, paths
 from tgs.tools.injection import InjectError, make_plan
 
 from . import annotations as ann

@@ -30,7 +30,7 @@ class Ctl:
         return f"ipc://{self.runtime / 'control.sock'}"
 
     def client(self, timeout: float = 5.0):  # type: ignore[no-untyped-def]
-        from tgs.controller.client import Client
+        from tgs.client import Client
         return Client(endpoint=self.addr, timeout=timeout)
 
     def status(self) -> dict:
@@ -77,7 +77,7 @@ def start_ctl(tmp_path: Path, sim_env: dict[str, str], *args: str,
 
 
 def _answers(c: Ctl) -> bool:
-    from tgs.controller.client import ControllerUnavailable
+    from tgs.client import ControllerUnavailable
     try:
         c.status()
         return True

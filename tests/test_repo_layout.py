@@ -164,3 +164,118 @@ def test_the_layer_checker_sees_an_upward_include() -> None:
     rank = {"state.c": 0, "state.h": 0, "shim.h": 1, "x.c": 1, "lifecycle.c": 2}
     edges = {("state.c", "state.h"), ("x.c", "shim.h"), ("state.h", "shim.h")}
     assert _layer_cycle(edges, rank) == [("state.h", "shim.h")]
+
+
+# ---------------------------------------------------------------- the Python packages' imports
+# tgs.client is the controller's client library and the contract the controller shares with
+# its clients: it must not import the daemon or anything built on it.
+CLIENT_MAY_NOT_IMPORT = ("tgs.controller", "tgs.tools", "tgs.k8s", "tgs.bench")
+
+
+def _package_dirs() -> dict[str, Path]:
+    """Installed top-level package (tgs.x) -> its folder, from pyproject.toml."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {pkg: ROOT / folder for pkg, folder in cfg["package-dir"].items()}
+
+
+def _module_name(pkg: str, folder: Path, path: Path) -> str:
+    parts = list(path.relative_to(folder).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([pkg, *parts])
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every module `path` imports, absolute or relative, at the top or inside a function."""
+    import ast
+
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[:len(base) - node.level + (1 if is_pkg else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out |= {f"{target}.{a.name}" for a in node.names}   # `from tgs import bench`
+    return out
+
+
+def _owner(module: str, packages: list[str]) -> str | None:
+    """The top-level package (tgs.x) a module belongs to, the longest that matches."""
+    owners = [p for p in packages if module == p or module.startswith(p + ".")]
+    return max(owners, key=len) if owners else None
+
+
+def _package_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    """Top-level package -> the top-level packages its modules import (itself left out), and
+    for each edge one module that makes it."""
+    dirs = _package_dirs()
+    packages = sorted(dirs)
+    graph: dict[str, set[str]] = {p: set() for p in packages}
+    why: dict[tuple[str, str], str] = {}
+    for pkg, folder in dirs.items():
+        for path in sorted(folder.rglob("*.py")):
+            sub = path.relative_to(folder).parts
+            if pkg == "tgs" and len(sub) > 1:       # tgs/ itself: only its own files
+                continue
+            mod = _module_name(pkg, folder, path)
+            for target in _imports(mod, path):
+                dst = _owner(target, [p for p in packages if p != "tgs"]) or (
+                    "tgs" if target == "tgs" or target.startswith("tgs.") else None)
+                if dst and dst != pkg:
+                    graph[pkg].add(dst)
+                    why.setdefault((pkg, dst), f"{path.relative_to(ROOT)} imports {target}")
+    return graph, why
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of the graph (as a path that ends where it starts), or []."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str]:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        state[n] = 2
+        stack.pop()
+        return []
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return []
+
+
+def test_the_client_imports_no_daemon_tool_or_benchmark() -> None:
+    graph, why = _package_graph()
+    bad = [why[("tgs.client", p)] for p in CLIENT_MAY_NOT_IMPORT if p in graph["tgs.client"]]
+    assert bad == []
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph, why = _package_graph()
+    cycle = _cycle(graph)
+    assert cycle == [], " -> ".join(cycle) + ": " + "; ".join(
+        why[(a, b)] for a, b in zip(cycle, cycle[1:]))
+
+
+def test_the_import_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
+    f = tmp_path / "devices.py"
+    f.write_text("from . import paths\nfrom ..tools import x\n"
+                 "def g():\n    from tgs.tools.injection import y\n")
+    got = _imports("tgs.controller.devices", f)
+    assert {"tgs.controller.paths", "tgs.tools", "tgs.tools.injection"} <= got
+    assert _owner("tgs.k8s.dra.driver", ["tgs.k8s", "tgs.client"]) == "tgs.k8s"
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []

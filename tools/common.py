@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import click
-from tgs.controller import paths
-from tgs.controller.auth import KeyFileError, client_keys
-from tgs.controller.client import Client, ClientError, ControllerUnavailable, HandshakeFailed
+from tgs.client import Client, ClientError, ControllerUnavailable, HandshakeFailed, paths
+from tgs.client.keys import KeyFileError, client_keys
 
 from .params import DEVICES, EXIT_USAGE, AsciiFloat, own_status
 from .sizes import LIMIT

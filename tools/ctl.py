@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from tgs.controller.auth import write_keypair
-from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.client import Client, ClientError, ControllerUnavailable
+from tgs.client.keys import write_keypair
 
 from tgs.version import version_option
 

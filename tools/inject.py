@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 import click
-from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LEASE_GRACE
 
 from tgs.version import version_option

@@ -21,18 +21,16 @@ and its state file, as the NVIDIA container toolkit hands a container the real d
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tgs.controller import paths
-from tgs.intercept import simstate
+from tgs.client import paths
 from tgs.intercept.control import ctl_path
 from tgs.intercept.devseg import device_segment_path
 from tgs.intercept.locate import build_path, find_shim
 from tgs.intercept.pub import pub_path
+from tgs.intercept.simfile import ensure_state_file
 
 from .elfver import ElfError, Version, find_libc, glibc_needed, glibc_provided, vstr
 
@@ -84,16 +82,12 @@ def find_sim_lib() -> Path:
 
 
 def sim_state_file() -> Path:
-    """The simulator's state file, created (by a cuInit in a child) when it does not exist:
-    a bind mount needs the file to be there."""
-    path = simstate.state_path()
-    if not path.exists():
-        code = f"import ctypes; ctypes.CDLL({str(find_sim_lib())!r}).cuInit(0)"
-        subprocess.run([sys.executable, "-c", code], timeout=30, check=False,
-                       env={**os.environ, simstate.STATE_ENV: str(path)})
-        if not path.exists():
-            raise InjectError(f"cannot create the simulator's state file {path}")
-    return path
+    """The simulator's state file, created when it does not exist: a bind mount needs the
+    file to be there."""
+    try:
+        return ensure_state_file(find_sim_lib())
+    except OSError as exc:
+        raise InjectError(str(exc)) from None
 
 
 def work_dir(job: str) -> Path:

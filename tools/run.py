@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 
 import click
-from tgs.controller.client import Client, ClientError, ControllerUnavailable
+from tgs.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LeaseError
 from tgs.controller.lease import take as take_lease
 from tgs.intercept import injection_env

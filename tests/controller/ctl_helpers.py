@@ -144,7 +144,7 @@ class Daemon:
                "--runtime-dir", str(self.runtime), "--sim", "--log-level", "debug", *self.args]
         self.log = open(self.base / "controller.log", "ab")
         self.proc = subprocess.Popen(cmd, stderr=self.log, env=self.env)
-        from tgs.controller.client import Client, ControllerUnavailable
+        from tgs.client import Client, ControllerUnavailable
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -158,7 +158,7 @@ class Daemon:
         raise RuntimeError("controller did not come up")
 
     def client(self, timeout: float = 5.0):
-        from tgs.controller.client import Client
+        from tgs.client import Client
         return Client(runtime_dir=self.runtime, timeout=timeout)
 
     def kill(self, sig: int = signal.SIGKILL) -> int | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from ctl_helpers import daemon, wait_for
-from tgs.controller.auth import ClientKeys, read_key_file, write_keypair
-from tgs.controller.client import Client, ControllerUnavailable
+from tgs.client import Client, ControllerUnavailable
+from tgs.client.keys import ClientKeys, read_key_file, write_keypair
 
 pytestmark = pytest.mark.timeout(120)
 BIN = Path(sys.executable).parent

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import zmq
 from ctl_helpers import daemon, start_fake_proc, stop, wait_for
+from tgs.client import Client, ClientError, ControllerUnavailable
 from tgs.controller import protocol as P
-from tgs.controller.client import Client, ClientError, ControllerUnavailable
 from tgs.intercept import segment as S
 
 pytestmark = pytest.mark.timeout(90)

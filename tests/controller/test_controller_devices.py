@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tgs.controller import devices, paths
+from tgs.client import paths
+from tgs.controller import devices
 
 
 def test_sim_devices_from_environment(tmp_path: Path, monkeypatch) -> None:

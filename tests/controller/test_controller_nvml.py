@@ -37,7 +37,7 @@ class NvmlDaemon(Daemon):
     """tgs-controller WITHOUT --sim: it must find the GPUs through NVML."""
 
     def start(self) -> NvmlDaemon:
-        from tgs.controller.client import Client, ControllerUnavailable
+        from tgs.client import Client, ControllerUnavailable
         cmd = [sys.executable, "-m", "tgs.controller", "--state-dir", str(self.state),
                "--runtime-dir", str(self.runtime), "--log-level", "debug", *self.args]
         self.log = open(self.base / "controller.log", "ab")

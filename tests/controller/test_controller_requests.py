@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from ctl_helpers import FakeEngine, make_handler
+from tgs.client import MUTATING, deadline_ms
+from tgs.client.protocol import PROTOCOL_MINOR
 from tgs.controller import protocol as P
-from tgs.controller.client import MUTATING, deadline_ms
 from tgs.controller.lease import Lease, take
 
 ID = [b"peer-1"]
@@ -69,7 +70,7 @@ def test_client_deadline_leaves_a_margin() -> None:
 
 def test_status_reports_the_minor_version(tmp_path: Path) -> None:
     st = call(make_handler(tmp_path), req("status"))
-    assert (st["protocol"], st["protocol_minor"]) == (1, P.PROTOCOL_MINOR)
+    assert (st["protocol"], st["protocol_minor"]) == (1, PROTOCOL_MINOR)
 
 
 def test_lease_register_and_when_idle(tmp_path: Path) -> None:

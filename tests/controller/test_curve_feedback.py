@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 from ctl_helpers import daemon, wait_for
+from tgs.client import keys
+from tgs.client.keys import KeyFileError, parse_public_key, write_keypair
 from tgs.controller import auth
-from tgs.controller.auth import DenialLog, KeyFileError, parse_public_key, write_keypair
+from tgs.controller.auth import DenialLog
 
 pytestmark = pytest.mark.timeout(120)
 BIN = Path(sys.executable).parent
@@ -28,19 +30,19 @@ def _free_port() -> int:
 
 
 def test_a_40_character_path_is_a_file_not_a_key(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    assert len(NAME40) == 40 and auth._z85_ok(NAME40.encode())       # the ambiguity
+    assert len(NAME40) == 40 and keys.z85_ok(NAME40.encode())       # the ambiguity
     monkeypatch.chdir(tmp_path)
     pub, _ = write_keypair(tmp_path / "made", "server")
     os.makedirs("keys")
     shutil.copy(pub, NAME40)
-    real = auth.read_key_file(pub, need_secret=False)[0]
+    real = keys.read_key_file(pub, need_secret=False)[0]
     assert parse_public_key(NAME40) == real                         # an existing file wins
     assert parse_public_key(f"file:{NAME40}") == real
     assert parse_public_key(real.decode()) == real                  # a bare key
     assert parse_public_key(f"key:{real.decode()}") == real
     # a missing file that looks like a path is an error, never a key
     missing = "/etc/tgs/keys/controller-public-0001.key"
-    assert len(missing) == 40 and auth._z85_ok(missing.encode())
+    assert len(missing) == 40 and keys.z85_ok(missing.encode())
     with pytest.raises(KeyFileError, match="no server key file"):
         parse_public_key(missing)
     with pytest.raises(KeyFileError, match="neither a key file nor"):

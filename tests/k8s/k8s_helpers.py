@@ -25,7 +25,7 @@ class Controller:
         self.proc: subprocess.Popen | None = None
 
     def client(self, timeout: float = 5.0):  # type: ignore[no-untyped-def]
-        from tgs.controller.client import Client
+        from tgs.client import Client
         return Client(endpoint=self.env["TGS_CONTROLLER"], timeout=timeout)
 
     def jobs(self) -> dict[str, dict]:
@@ -33,7 +33,7 @@ class Controller:
             return {j["name"]: j for j in c.list()}
 
     def _answers(self) -> bool:
-        from tgs.controller.client import ControllerUnavailable
+        from tgs.client import ControllerUnavailable
         try:
             with self.client(timeout=1.0) as c:
                 c.status()

@@ -16,7 +16,7 @@ import pytest
 from fake_kubelet import FakeApiServer, FakeKubelet, Watch
 from k8s_helpers import Controller, PluginProc
 from proc_helpers import stop
-from tgs.controller.client import ControllerUnavailable
+from tgs.client import ControllerUnavailable
 from tgs.k8s import health, signals
 from tgs.k8s.api import dp
 from tgs.k8s.config import Config

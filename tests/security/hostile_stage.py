@@ -357,11 +357,11 @@ class Stage:
 
     # ------------------------------------------------------------------ access
     def client(self, timeout: float):  # type: ignore[no-untyped-def]
-        from tgs.controller.client import Client
+        from tgs.client import Client
         return Client(endpoint=f"ipc://{self.runtime / 'control.sock'}", timeout=timeout)
 
     def status(self, timeout: float) -> dict[str, Any] | None:
-        from tgs.controller.client import ControllerUnavailable
+        from tgs.client import ControllerUnavailable
         try:
             with self.client(timeout) as c:
                 return c.status()

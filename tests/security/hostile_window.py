@@ -40,7 +40,7 @@ class Probe:
         self._thread.start()
 
     def _run(self) -> None:
-        from tgs.controller.client import ControllerUnavailable
+        from tgs.client import ControllerUnavailable
         with self.stage.client(STATUS_TIMEOUT_S) as c:
             while not self._stop.is_set():
                 t = time.monotonic()

@@ -29,8 +29,8 @@ import pytest
 import zmq
 from ctl_process import Ctl, start_ctl
 from proc_helpers import wait_for
-from tgs.controller.auth import ClientKeys, read_key_file, write_keypair
-from tgs.controller.client import Client, ControllerUnavailable
+from tgs.client import Client, ControllerUnavailable
+from tgs.client.keys import ClientKeys, read_key_file, write_keypair
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(150)]
 FD_LIMIT = 256                # the controller's (and so its --listen process's) soft = hard

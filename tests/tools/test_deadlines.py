@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 import zmq
+from tgs.client import ControllerUnavailable
 from tgs.controller import protocol as P
-from tgs.controller.client import ControllerUnavailable
 from tools_helpers import Ctl, wait_for
 
 GIB = 1 << 30

@@ -1,4 +1,7 @@
-"""A small blocking client for the controller (used by tgsctl, tgs-run and the tests).
+"""The controller's client library: a small blocking client (used by the tools, the device
+plugins, the benchmarks and the tests).  It imports nothing of the controller: the shared
+contract is here (protocol.py: the version and defaults; paths.py: where the sockets are;
+keys.py: CurveZMQ key files), and the controller imports it.
 
 Every call has a timeout: with no controller up, a call fails with
 ControllerUnavailable after at most `timeout` seconds, never hangs.  Every request
@@ -20,9 +23,9 @@ from typing import Any
 
 import zmq
 
-from . import protocol as P
-from .auth import ClientKeys
+from .keys import ClientKeys
 from .paths import control_endpoint, default_runtime_dir, metrics_endpoint
+from .protocol import DEFAULT_SLOTS, PROTOCOL_VERSION
 
 
 class ClientError(Exception):
@@ -66,7 +69,7 @@ class Client:
         self.endpoint = endpoint or control_endpoint(rdir)
         self.metrics = metrics_endpoint(rdir)
         self.timeout = timeout
-        self.curve = curve                   # CurveZMQ keys for a --listen endpoint (auth.py)
+        self.curve = curve                   # CurveZMQ keys for a --listen endpoint (keys.py)
         self._ctx = zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         self._monitor: zmq.Socket | None = None   # CURVE only: tells a refused handshake apart
@@ -164,7 +167,7 @@ class Client:
                 return reply
 
     def call(self, type_: str, **fields: Any) -> dict[str, Any]:
-        msg = {"v": P.PROTOCOL_VERSION, "id": uuid.uuid4().hex, "type": type_, **fields}
+        msg = {"v": PROTOCOL_VERSION, "id": uuid.uuid4().hex, "type": type_, **fields}
         if type_ in MUTATING:
             msg["deadline_ms"] = deadline_ms(self.timeout)
         reply = self.call_raw(msg)
@@ -177,7 +180,7 @@ class Client:
     def register(self, name: str, priority: str = "opportunistic", weight: int = 1,
                  mem_quota: int | None = None,
                  device: int | str | tuple[int | str, ...] | list[int | str] = 0,
-                 ephemeral: bool = False, nslots: int = P.DEFAULT_SLOTS,
+                 ephemeral: bool = False, nslots: int = DEFAULT_SLOTS,
                  lease_uid: int | None = None, mem_total: int = 0,
                  host_pinned_max: int = 0, mem_fixed: bool = False) -> dict[str, Any]:
         """Register a job; `device` is one device, or a sequence of them (protocol 1.2

@@ -1,4 +1,5 @@
-"""Default directories and socket endpoints of the controller."""
+"""Where the controller's sockets are: its runtime directory and endpoints (shared by the
+controller and its clients), and the owner-only directories it creates."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 
 CONTROL_SOCK = "control.sock"
 METRICS_SOCK = "metrics.sock"
-FRONT_SOCK = "front.sock"   # the --listen process's relay (listen.py)
 IPC_PATH_MAX = 107          # sun_path is 108 bytes with the NUL
 
 

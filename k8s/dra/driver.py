@@ -43,9 +43,16 @@ class Driver:
         self.node = NodeController(cfg, self.publisher)
         self.claims = Claims(cfg, self.kube, self.node)
         self.reconciler = Reconciler(cfg, self.node, self.claims)
-        self.sockets = Sockets(cfg, self.claims)
+        self.sockets = Sockets(cfg, self.claims, self._registered)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    def _registered(self) -> None:
+        """The kubelet accepted the driver (at start, or again after a restart of the
+        kubelet, which deletes the node's slices when it starts): the slices looked at on
+        the next poll."""
+        if self.publisher is not None:
+            self.publisher.check_soon()
 
     def _loop(self, every: float, step: Callable[[], Any]) -> None:
         while not self._stop.is_set():

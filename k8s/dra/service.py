@@ -27,9 +27,11 @@ log = logging.getLogger("tgs.k8s.dra")
 
 
 class Sockets:
-    def __init__(self, cfg: DriverConfig, claims: Claims) -> None:
+    def __init__(self, cfg: DriverConfig, claims: Claims,
+                 on_registered: Callable[[], None] | None = None) -> None:
         self.cfg = cfg
         self.claims = claims
+        self.on_registered = on_registered           # each time the kubelet accepts us
         self._servers: dict[str, grpc.Server] = {}
         self._waited: str | None = None
         self.registered: bool | None = None          # the kubelet's verdict
@@ -42,7 +44,12 @@ class Sockets:
         path.unlink(missing_ok=True)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         add(server)
-        server.add_insecure_port(f"unix://{path}")
+        try:
+            server.add_insecure_port(f"unix://{path}")
+        except RuntimeError as exc:                  # its directory gone meanwhile
+            server.stop(0)
+            log.warning("cannot serve %s on %s (tried again): %s", key, path, exc)
+            return
         server.start()
         self._servers[key] = server
         log.info("serving %s on %s", key, path)
@@ -56,7 +63,10 @@ class Sockets:
 
     def watch_once(self) -> None:
         """Serve the DRA socket, then the registration socket (the kubelet calls as soon as
-        it sees the latter), each again when it was removed."""
+        it sees the latter), each again when it was removed. A restarting kubelet leaves
+        both alone: its plugin watcher finds the registration socket already there and
+        registers the driver again; one whose registration directory was removed and made
+        again (the watcher makes it when missing) gets a new socket within a look."""
         sock = self.cfg.dra_socket
         if "dra" not in self._servers or not sock.exists():
             sock.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +92,8 @@ class Sockets:
         self.registered, self.registration_error = registered, error
         if registered:
             log.info("registered with the kubelet as %s %s", PLUGIN_TYPE, self.cfg.driver)
+            if self.on_registered is not None:
+                self.on_registered()
         else:
             log.error("the kubelet refused the registration: %s", error or "no reason")
 

@@ -16,7 +16,9 @@ consumable capacity). Each device carries:
 
 Publisher.update republishes when the devices change (a GPU came or went: at once) or the
 signal moved by a step (at most every `interval`), and repairs what it finds changed or
-missing on the API server at the same pace; `delete` removes the slices at shutdown.
+missing on the API server at the same pace, and at once after `check_soon` (the kubelet
+registered the driver: a starting kubelet deletes its node's slices); `delete` removes the
+slices at shutdown.
 """
 
 from __future__ import annotations
@@ -171,6 +173,12 @@ class Publisher:
         self._synced = want
         self._next = now + self.interval
         return wrote
+
+    def check_soon(self) -> None:
+        """Look at the API server's slices at the next update rather than after the
+        interval: a kubelet deletes its node's slices when it starts, so a restarted one
+        that registers the driver again finds none."""
+        self._next = 0.0
 
     def sync(self, want: list[dict[str, Any]]) -> bool:
         """Make the API server's slices of this node and driver be `want`: nothing when they

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import signal
 import subprocess
 import threading
@@ -174,13 +175,35 @@ def claim(ns: str, name: str, uid: str, devices: list[tuple[str, str]],
 
 # ---------------------------------------------------------------- the kubelet
 class DraKubelet:
-    """`registry` plays /var/lib/kubelet/plugins_registry, `plugins` /var/lib/kubelet/plugins."""
+    """`registry` plays /var/lib/kubelet/plugins_registry, `plugins` /var/lib/kubelet/plugins.
+
+    `restart` is a kubelet going away and coming back, as upstream's does: its gRPC clients
+    dropped; at start its plugin watcher makes the registry directory if missing (MkdirAll)
+    and registers the sockets found there again (`register`); its DRA plugin manager deletes
+    the node's ResourceSlices of every driver (NewDRAPluginManager, wipeResourceSlices)."""
 
     def __init__(self, root: Path) -> None:
         self.registry = root / "plugins_registry"
         self.registry.mkdir()
         self.plugins = root / "plugins"
         self._channels: list[grpc.Channel] = []
+        self.restarts = 0
+
+    def restart(self, api: FakeResourceApi | None = None, wipe_registry: bool = False,
+                node: str = NODE) -> None:
+        """The kubelet stops (every client connection closed) and starts again: the node's
+        slices on `api` deleted; with `wipe_registry`, the registry directory was removed
+        meanwhile (its sockets with it) and is made again, empty. Call `register` next."""
+        self.close()
+        if wipe_registry:
+            shutil.rmtree(self.registry)
+            self.registry.mkdir()
+        if api is not None:
+            with api.lock:
+                for name in [n for n, s in api.slices.items()
+                             if s["spec"].get("nodeName") == node]:
+                    del api.slices[name]
+        self.restarts += 1
 
     def socket(self, driver: str = DRIVER) -> Path:
         return self.registry / f"{driver}-reg.sock"
@@ -216,6 +239,7 @@ class DraKubelet:
     def close(self) -> None:
         for ch in self._channels:
             ch.close()
+        self._channels.clear()
 
 
 def prepare(client: tuple[Any, Any], *claims: tuple[str, str, str]) -> dict[str, Any]:

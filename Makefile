@@ -106,9 +106,9 @@ venv: $(VENV)/.stamp
 test-venv: $(VENV)/.test-stamp
 
 # The frameworks tier's venv (real PyTorch, CuPy; several GiB): outside the checkout, in the
-# user's cache directory, reused while bench/frameworks-requirements.txt is unchanged.
+# user's cache directory, reused while testbed/frameworks-requirements.txt is unchanged.
 frameworks: venv
-	$(VPY) -m tgs.bench.frameworks_venv
+	$(VPY) -m tgs.testbed.frameworks_venv
 
 test: all test-venv frameworks
 	$(VENV)/bin/ruff check .

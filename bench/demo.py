@@ -14,9 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-from tgs.bench.gpu import resolve_gpu
 from tgs.bench.scenarios import Budget
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
+from tgs.testbed.gpu import resolve_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 SECONDS = float(os.environ.get("TGS_DEMO_SECONDS", "10"))

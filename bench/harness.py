@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tgs.bench.frameworks_venv import torch_python
-from tgs.bench.gpu import BusySeries, job_env, make_sampler
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import TORCH_PROGRAMS, JobDef
-from tgs.bench.workload import ProgressRecord, parse_events, parse_output
 from tgs.client import Client, ControllerUnavailable
+from tgs.testbed.frameworks_venv import torch_python
+from tgs.testbed.gpu import BusySeries, job_env, make_sampler
+from tgs.testbed.workload import ProgressRecord, parse_events, parse_output
 
 PROD_QUOTA = 2 << 30
 

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import click
 from tgs.bench import las_compare
-from tgs.bench.frameworks_venv import torch_available
-from tgs.bench.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
 from tgs.bench.scenarios import (
     ALL_KEYS,
     EXTRA_KEYS,
@@ -33,6 +31,8 @@ from tgs.bench.scenarios import (
 )
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
 from tgs.intercept.locate import build_path
+from tgs.testbed.frameworks_venv import torch_available
+from tgs.testbed.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
 
 from tgs.version import version_option
 

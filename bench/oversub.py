@@ -36,7 +36,7 @@ from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.oversub_mem import device_total
 from tgs.bench.report import json_safe
 from tgs.bench.scenarios import DEFAULT_POLICY, OPPORTUNISTIC, PRODUCTION, Budget, JobDef
-from tgs.bench.workload import WorkloadSpec
+from tgs.testbed.workload import WorkloadSpec
 
 KEYS = ("OV1",)
 TITLE = "memory oversubscription: production ramps to 70 % while an opportunistic job holds 60 %"

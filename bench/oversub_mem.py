@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tgs.bench.gpu import Sampler
 from tgs.intercept.simstate import (
     SIM_MAX_MRANGES,
     SIM_MAX_PROCS,
@@ -25,6 +24,7 @@ from tgs.intercept.simstate import (
     SimState,
     map_state,
 )
+from tgs.testbed.gpu import Sampler
 
 
 @dataclass(frozen=True)

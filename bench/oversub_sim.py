@@ -33,7 +33,7 @@ GiB = 1 << 30
 
 class Agent:
     def __init__(self, env: dict[str, str]) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "tgs.bench.um_agent"], env=env,
+        self.p = subprocess.Popen([sys.executable, "-m", "tgs.testbed.um_agent"], env=env,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.ask()["ready"]
 

@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.client import Client, ControllerUnavailable
 from tgs.intercept.locate import build_path
 from tgs.intercept.simstate import STATE_ENV, read_state
+from tgs.testbed.workload import WorkloadSpec, run_workload, start_workload
 
 PROD = dict(kernels=4, kernel_us=1000, gap_ms=3, name="prod")
 OPP = dict(kernels=20, kernel_us=200, gap_ms=0, name="opp")

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
-from tgs.bench.workload import WorkloadSpec
+from tgs.testbed.workload import WorkloadSpec
 
 PRODUCTION = "production"
 OPPORTUNISTIC = "opportunistic"

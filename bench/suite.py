@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from tgs.bench import oversub, plots
-from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.numba_job import available as numba_available
 from tgs.bench.overhead import cpu_model
@@ -39,6 +38,7 @@ from tgs.bench.scenarios import (
     needs_torch,
     use_torch,
 )
+from tgs.testbed.frameworks_venv import torch_available
 
 
 @dataclass

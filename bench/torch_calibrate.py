@@ -21,11 +21,11 @@ from pathlib import Path
 import click
 from tgs.bench import metrics as M
 from tgs.bench import torch_scenarios as T
-from tgs.bench.frameworks_venv import torch_available
-from tgs.bench.gpu import GPU_MODES, resolve_gpu
 from tgs.bench.harness import JobRun, RunRecord, run_jobs
 from tgs.bench.scenarios import PRODUCTION, REPORT_MS, JobDef, TorchJob, TorchOpt, torch_job
-from tgs.bench.workload import WorkloadSpec
+from tgs.testbed.frameworks_venv import torch_available
+from tgs.testbed.gpu import GPU_MODES, resolve_gpu
+from tgs.testbed.workload import WorkloadSpec
 
 SATURATING_RPS = 1e5    # arrivals far beyond any capacity: the server never idles
 

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tgs.bench.frameworks_venv import torch_python
-from tgs.bench.gpu import job_env
+from tgs.testbed.frameworks_venv import torch_python
+from tgs.testbed.gpu import job_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = Path(__file__).with_name("torch_train.py")

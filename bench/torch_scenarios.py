@@ -28,7 +28,7 @@ from tgs.bench.scenarios import (
     TorchJob,
     torch_job,
 )
-from tgs.bench.workload import WorkloadSpec
+from tgs.testbed.workload import WorkloadSpec
 
 KEYS = TORCH_KEYS
 

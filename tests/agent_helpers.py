@@ -1,5 +1,5 @@
 """Steerable driver-API processes for the residency and oversubscription tests: the simulator's
-unified-memory agent (tgs.bench.um_agent) and the oversubscription agent
+unified-memory agent (tgs.testbed.um_agent) and the oversubscription agent
 (tests/sim/oversub_agent.py, which adds commands that block, such as the thrashing guard's
 pause).  ask() sends a command line and returns its JSON answer; send/ready/recv split it for
 commands that block."""
@@ -20,7 +20,7 @@ def mig_ms(nbytes: int, gbps: float = GBPS) -> float:
     return nbytes / gbps / 1e6
 
 
-UM_AGENT = [sys.executable, "-m", "tgs.bench.um_agent"]
+UM_AGENT = [sys.executable, "-m", "tgs.testbed.um_agent"]
 OVERSUB_AGENT = [sys.executable, str(Path(__file__).resolve().parent / "sim" / "oversub_agent.py")]
 
 

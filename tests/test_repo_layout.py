@@ -279,3 +279,17 @@ def test_the_import_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> No
     assert _owner("tgs.k8s.dra.driver", ["tgs.k8s", "tgs.client"]) == "tgs.k8s"
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_benchmarks_tests_import_the_benchmarks() -> None:
+    """Test helpers come from tgs.testbed (or tests/); tests/bench/ tests the benchmarks, and
+    the frameworks tier runs a benchmark's PyTorch training job as its production job."""
+    allowed = (ROOT / "tests" / "bench", ROOT / "tests" / "frameworks" / "test_torch_shim.py")
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if any(path == a or a in path.parents for a in allowed):
+            continue
+        mods = _imports(f"tests.{path.stem}", path)
+        bad += [f"{path.relative_to(ROOT)}: {m}" for m in sorted(mods)
+                if m == "tgs.bench" or m.startswith("tgs.bench.")]
+    assert bad == []

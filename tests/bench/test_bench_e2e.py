@@ -12,10 +12,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from tgs.bench.gpu import real_gpu_problem
 from tgs.bench.scenarios import Budget
 from tgs.bench.suite import SuiteConfig, run_suite
-from tgs.bench.workload import WorkloadSpec, run_workload
+from tgs.testbed.gpu import real_gpu_problem
+from tgs.testbed.workload import WorkloadSpec, run_workload
 
 TINY = Budget(prod_s=1.5, tgs_prod_s=1.5, phase_s=1.0, cycles=1, s4=(0.5, 1.5, 1.0), solo_s=1.5)
 

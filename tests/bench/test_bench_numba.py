@@ -14,8 +14,8 @@ from tgs.bench import numba_job as NJ
 from tgs.bench import scenarios as SC
 from tgs.bench import suite as SU
 from tgs.bench.harness import job_argv
-from tgs.bench.workload import parse_output
 from tgs.intercept import segment
+from tgs.testbed.workload import parse_output
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,7 +8,7 @@ from tgs.bench import las_compare as LC
 from tgs.bench import scenarios as SC
 from tgs.bench.harness import JobRun, RunRecord
 from tgs.bench.report import ScenarioResult, latency_markdown, tgs_convergence, tgs_markdown
-from tgs.bench.workload import ProgressRecord
+from tgs.testbed.workload import ProgressRecord
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -17,11 +17,11 @@ from tgs.bench import scenarios as SC
 from tgs.bench import suite as SU
 from tgs.bench import torch_infer, torch_train
 from tgs.bench import torch_scenarios as T
-from tgs.bench.frameworks_venv import torch_available
 from tgs.bench.harness import job_argv
 from tgs.bench.main import suite_keys
 from tgs.bench.torch_calibrate import parse_job
-from tgs.bench.workload import WorkloadSpec
+from tgs.testbed.frameworks_venv import torch_available
+from tgs.testbed.workload import WorkloadSpec
 
 pytestmark = pytest.mark.timeout(30)
 PARSERS = {"train": torch_train.parse, "infer": torch_infer.parse}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from tgs.bench import fit_accounting as FA
-from tgs.bench.gpu import Sampler
+from tgs.testbed.gpu import Sampler
 
 pytestmark = pytest.mark.timeout(20)
 MS = 1_000_000

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from ctl_helpers import daemon
-from tgs.bench.workload import WorkloadSpec, run_workload, start_workload
 from tgs.controller.policy.base import GATE_FIT, GATE_WAIT
 from tgs.intercept import devseg, pub
+from tgs.testbed.workload import WorkloadSpec, run_workload, start_workload
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from ctl_process import Ctl, start_ctl
-from tgs.bench import frameworks_venv
+from tgs.testbed import frameworks_venv
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"intercept", "controller", "tools", "bench", "k8s"}
+PACKAGES = {"intercept", "client", "controller", "tools", "bench", "testbed", "k8s"}
 
 
 def _sources() -> list[tuple[str, Path]]:
@@ -65,7 +65,7 @@ def test_tgs_run_uses_the_exported_injection_env() -> None:
 
 def test_controller_and_intercept_do_not_import_the_benchmarks() -> None:
     """The benchmarks use the controller, never the other way round."""
-    for pkg in ("controller", "intercept", "tools"):
+    for pkg in ("client", "controller", "intercept", "testbed", "tools"):
         for p in (ROOT / pkg).rglob("*.py"):
             tree = ast.parse(p.read_text(), str(p))
             mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]

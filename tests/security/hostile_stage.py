@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tgs.bench.workload import ProgressRecord, WorkloadSpec, parse_output
+from tgs.testbed.workload import ProgressRecord, WorkloadSpec, parse_output
 from tgs.tools.injection import make_plan
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""tgs.bench.um_agent plus the commands the oversubscription tests need (run as a script).
+"""tgs.testbed.um_agent plus the commands the oversubscription tests need (run as a script).
 
 Extra commands, one JSON line back each:
   sync                       -> {"r": code}        (cuCtxSynchronize)
@@ -23,7 +23,7 @@ import ctypes as C
 import mmap
 import time
 
-from tgs.bench import um_agent as ua
+from tgs.testbed import um_agent as ua
 
 _registered: dict[int, mmap.mmap] = {}
 

@@ -289,7 +289,7 @@ def test_a_foreign_state_file_is_refused(nvml_env: dict[str, str]) -> None:
 def test_benchmarks_do_not_take_the_simulated_nvml_for_a_real_gpu(
         nvml_env: dict[str, str]) -> None:
     out = run_py(nvml_env, """
-from tgs.bench.gpu import real_gpu_problem, resolve_gpu
+from tgs.testbed.gpu import real_gpu_problem, resolve_gpu
 out = [real_gpu_problem(), resolve_gpu("auto")]
 """)
     assert out[1] == "sim" and "simulator" in out[0]

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tgs.bench.workload import WorkloadSpec, parse_output
+from tgs.testbed.workload import WorkloadSpec, parse_output
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tgs.bench.workload import WorkloadSpec, run_workload
+from tgs.testbed.workload import WorkloadSpec, run_workload
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tgs.bench.workload import (
+from tgs.testbed.workload import (
     WorkloadError,
     WorkloadSpec,
     run_workload,

@@ -1,7 +1,7 @@
 """The frameworks venv: real PyTorch (CUDA build) and CuPy, pinned, for the frameworks tier
 (tests/frameworks) and the benchmarks' PyTorch jobs (tgs-bench --torch).
 
-    python -m tgs.bench.frameworks_venv       # make sure it is there; print its python
+    python -m tgs.testbed.frameworks_venv       # make sure it is there; print its python
 
 torch is several GiB, so the venv lives outside the checkout, where a fresh clone on the same
 machine finds it again: $TGS_FRAMEWORKS_VENV, else $XDG_CACHE_HOME/tgs (~/.cache/tgs) under a

@@ -46,7 +46,7 @@ static uint64_t owner_id(uint32_t i, uint64_t generation)
 }
 
 /* Every other slot whose owner died (ACTIVE, lock free) goes back to the job:
- * the controller no longer reclaims (it never writes a tenant's file). */
+ * the job's own processes reclaim (the controller never writes a tenant's file). */
 static void reclaim_dead(struct tgs_seg_header *h, int fd, uint32_t mine)
 {
     for (uint32_t j = 0; j < tgs_nslots(); j++) {

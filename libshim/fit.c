@@ -50,7 +50,7 @@
  *     only fires when the estimate grew meanwhile (or after HARD_MAX_NS).
  *     Kernels that never fit a gap thus cost production at most its
  *     allowance, and still go at a rate of one per (overrun / allowance).
- *     TGS_FIT_BUDGET=gap (the former rule): the budget governs only the
+ *     TGS_FIT_BUDGET=gap (start of gap only): the budget governs only the
  *     start-of-gap rule; at gate_max_wait_us a launch goes anyway.
  *   - trickle (either half), where recent gaps end at random (some twice as long as the
  *     predicted one: an inference server's requests): past the predicted end, launches go

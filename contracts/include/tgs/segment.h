@@ -56,7 +56,7 @@
  * Claiming a slot (shim): for i in 0..nslots-1, try F_OFD_SETLK on slot i's
  * byte; a slot taken this way that is not FREE belonged to a dead process:
  * reclaim it.  At attach the shim also reclaims EVERY other dead slot it can
- * lock (the controller no longer reclaims).  Reclaiming slot i (holding slot
+ * lock (the controller never does).  Reclaiming slot i (holding slot
  * i's lock): take the ledger lock, header.mem_used -= slot.mem_used,
  * slot.mem_used = 0, add the slot's lane sums to header.retired_*, release
  * it; a slot that counted busy (dev_active) gives its count back to the
@@ -199,15 +199,14 @@ struct tgs_ctl_header {
                              * OPPORTUNISTIC job's device allocations become managed memory,
                              * admitted against mem_total (what it may hold in all) instead of
                              * mem_quota; allocations past mem_quota (what it may keep resident)
-                             * are advised to prefer the host.  Ignored for production jobs.
-                             * Was pad[0]: the layout and TGS_SEG_VERSION are unchanged. */
+                             * are advised to prefer the host.  Ignored for production jobs. */
     uint64_t host_pinned_max; /* page-locked host memory the job may hold (cuMemAllocHost,
                              * cuMemHostAlloc, cuMemHostRegister; seg header pinned_used);
-                             * 0 = no limit.  Was pad[1]: layout and version unchanged. */
+                             * 0 = no limit. */
     uint32_t interference_ppm; /* the gate's policy values (TGS_INTERFERENCE_PPM, */
     uint32_t wait_step_ns;     /* TGS_WAIT_STEP_NS, TGS_FIT_STEP_NS above; 0 = the default). */
-    uint32_t fit_step_ns;      /* They took pad[2] and pad[3], the last of the header's */
-    uint32_t pad1;             /* padding: layout and TGS_SEG_VERSION are unchanged */
+    uint32_t fit_step_ns;
+    uint32_t pad1;
 };
 
 /* One lane = one cache line, written by one thread of the owning process. */
@@ -217,8 +216,7 @@ struct tgs_lane {
     uint64_t throttled_ns;  /* time spent waiting for tokens */
     uint64_t throttled;     /* launches that had to wait */
     uint64_t blocks;        /* thread blocks launched (gridX x gridY x gridZ per kernel; a
-                             * graph launch counts its kernel nodes' grids): TGS's own unit.
-                             * Was pad[0]: the layout and TGS_SEG_VERSION are unchanged */
+                             * graph launch counts its kernel nodes' grids): TGS's own unit */
     uint64_t pad[3];
 };
 
@@ -240,7 +238,7 @@ struct tgs_slot {
     uint32_t dev_active;    /* 1 while this process counts in its job pub's busy count */
     uint32_t pad2a;
     uint64_t pinned_used;   /* page-locked host bytes of this process (under the ledger
-                             * lock; was pad2[0]) */
+                             * lock) */
     uint64_t pad2[1];
 
     struct tgs_lane lanes[16];
@@ -259,9 +257,9 @@ struct tgs_seg_header {
     uint64_t retired_launches;
     uint64_t retired_work;
     uint64_t retired_throttled_ns;
-    uint64_t retired_blocks; /* was pad[0] (layout unchanged) */
+    uint64_t retired_blocks;
     uint64_t pinned_used;   /* page-locked host bytes of the job, against the .ctl's
-                             * host_pinned_max (under the ledger lock; was pad[1]) */
+                             * host_pinned_max (under the ledger lock) */
     uint64_t pad[3];
 };
 

@@ -7,6 +7,12 @@ CDI IDs), which a repeated NodePrepareResources gets again. A claim is written `
 before its jobs are registered and `prepared` after: a driver that died in between finds the
 pending claim at start and removes its jobs (the kubelet, which got no answer, prepares it
 again).
+
+Beside it, `<state dir>/jobs/<job>.json` says which claim (namespace, name, uid) each job
+was made for: one small file per job, written before the job is registered and removed once
+it is unregistered. It outlives a lost checkpoint, so that a job no claim of the checkpoint
+holds can still be traced to its claim, and removed once that claim is gone from the API
+server (orphans.py).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,8 +86,8 @@ class Checkpoint:
             except OSError:
                 pass
             log.error("checkpoint %s unreadable (%s): kept as %s; the jobs of the claims it "
-                      "held stay registered (remove them with tgsctl rm once their pods are "
-                      "gone)", self.path, exc, bad)
+                      "held stay registered, each removed once its ResourceClaim is gone from "
+                      "the API server (--gc-grace)", self.path, exc, bad)
             return {}
 
     def save(self, claims: dict[str, ClaimEntry]) -> None:
@@ -90,3 +97,67 @@ class Checkpoint:
             write_atomically(self.path, (json.dumps(data, indent=1) + "\n").encode(), 0o600)
         except OSError as exc:
             raise CheckpointError(f"cannot write {self.path}: {exc}") from exc
+
+
+# ---------------------------------------------------------------- which claim a job is for
+OWNERS_DIR = "jobs"
+_JOB_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+@dataclass(frozen=True)
+class Owner:
+    namespace: str
+    name: str
+    uid: str
+
+
+class Owners:
+    """<state dir>/jobs/<job>.json: the claim a job was made for. Best effort: a record
+    that cannot be written or read only means that job is never removed by the driver's
+    garbage collection."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.dir = Path(state_dir) / OWNERS_DIR
+
+    def _path(self, job: str) -> Path | None:
+        return self.dir / f"{job}.json" if _JOB_FILE.match(job) else None
+
+    def write(self, job: str, owner: Owner) -> None:
+        path = self._path(job)
+        if path is None:
+            return
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, (json.dumps(asdict(owner)) + "\n").encode(), 0o600)
+        except OSError as exc:
+            log.warning("cannot record the claim of job %s (%s): the job will not be "
+                        "garbage-collected", job, exc)
+
+    def get(self, job: str) -> Owner | None:
+        path = self._path(job)
+        if path is None:
+            return None
+        try:
+            raw = json.loads(path.read_text())
+            return Owner(str(raw["namespace"]), str(raw["name"]), str(raw["uid"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("record %s unreadable: %s", path, exc)
+            return None
+
+    def remove(self, job: str) -> None:
+        path = self._path(job)
+        if path is not None:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.debug("cannot remove %s: %s", path, exc)
+
+    def jobs(self) -> set[str]:
+        """The jobs with a record."""
+        try:
+            return {p.name[:-len(".json")] for p in self.dir.iterdir()
+                    if p.name.endswith(".json") and not p.name.startswith(".")}
+        except OSError:
+            return set()

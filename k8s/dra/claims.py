@@ -6,7 +6,8 @@ from the injection plan as the device plugin writes it: the shim and the job's s
 the real GPU's hand-over, response.gpu_handoff), and the answer's devices with their CDI IDs.
 Unprepare unregisters the claim's jobs. Both are idempotent; the prepared claims live in the
 checkpoint (checkpoint.py): `pending` before any job is registered, `prepared` with the
-answer, which a repeated prepare gets again.
+answer, which a repeated prepare gets again. Each job's claim is also recorded on its own
+(checkpoint.Owners), for the garbage collection of jobs a lost checkpoint leaves (orphans.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..config import Config as DevicePluginConfig
 from ..jobs import Jobs
 from . import checkpoint as ckpt
 from . import slices
-from .checkpoint import Checkpoint, CheckpointError, ClaimEntry, JobEntry
+from .checkpoint import Checkpoint, CheckpointError, ClaimEntry, JobEntry, Owner, Owners
 from .config import DriverConfig
 from .kube import Kube
 from .node import NodeController
@@ -40,6 +41,7 @@ class Claims:
         self.kube = kube
         self.node = node
         self.checkpoint = Checkpoint(cfg.state_dir)
+        self.owners = Owners(cfg.state_dir)
         self.claims: dict[str, ClaimEntry] = {}
         self.lock = threading.Lock()                 # the claims, the checkpoint
         # the device plugin's job files (CDI spec, generated ld.so.preload): removed by its code
@@ -50,6 +52,10 @@ class Claims:
         """The checkpoint's claims; the uids of those left pending (to be undone)."""
         self.claims = self.checkpoint.load()
         stale = {u for u, c in self.claims.items() if c.state != ckpt.PREPARED}
+        for uid, c in self.claims.items():           # a checkpoint older than the records
+            for job in c.jobs:
+                if self.owners.get(job.name) is None:
+                    self.owners.write(job.name, Owner(c.namespace, c.name, uid))
         if self.claims:
             log.info("checkpoint %s: %d prepared claim(s), %d pending", self.checkpoint.path,
                      len(self.claims) - len(stale), len(stale))
@@ -109,6 +115,8 @@ class Claims:
         except ClaimError:
             self._restore(uid, old)
             raise
+        for job in entry.jobs:                       # stale ones pruned by reconcile.py
+            self.owners.write(job.name, Owner(ns, name, uid))
         made: list[str] = []
         try:
             devices: list[dict] = []
@@ -234,6 +242,7 @@ class Claims:
             except ControllerUnavailable as exc:
                 raise ClaimError(f"tgs-controller: {exc}") from None
             self.files.forget(job.name)
+            self.owners.remove(job.name)
         del self.claims[uid]
         self.save()
         log.info("claim %s/%s (%s): jobs %s removed", entry.namespace, entry.name, uid,

@@ -32,6 +32,7 @@ class DriverConfig:
     health_interval: float = 1.0                  # between two looks at the controller
     slice_interval: float = 30.0                  # signal republish / repair, at most every
     resync_interval: float = 10.0                 # prepared claims' jobs checked every
+    gc_grace: float = 60.0                        # an orphan job's claim gone this long: removed
     watch_interval: float = 0.5                   # our sockets checked every
     publish: bool = True                          # ResourceSlices (needs api)
     cdi_dir: str = CDI_DIR

@@ -7,7 +7,8 @@ Its parts, one module each:
                    its opaque config (params.py)
     claims.py      NodePrepareResources / NodeUnprepareResources: the jobs registered, their
                    CDI specs, the answer; the checkpoint (checkpoint.py)
-    reconcile.py   the checkpoint's claims and the controller's jobs kept in line
+    reconcile.py   the checkpoint's claims and the controller's jobs kept in line; orphan
+                   jobs removed once their claims are gone (orphans.py)
     service.py     the gRPC sockets: registration (plugin watcher) and DRAPlugin
 
 Threads: the two gRPC servers, `poll` (the controller's status: GPUs, the slices; then the
@@ -42,7 +43,7 @@ class Driver:
             if self.kube is not None and cfg.publish else None
         self.node = NodeController(cfg, self.publisher)
         self.claims = Claims(cfg, self.kube, self.node)
-        self.reconciler = Reconciler(cfg, self.node, self.claims)
+        self.reconciler = Reconciler(cfg, self.node, self.claims, self.kube)
         self.sockets = Sockets(cfg, self.claims, self._registered)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

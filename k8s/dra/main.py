@@ -107,6 +107,11 @@ def _api(api_server: str | None, kubeconfig: str | None, token_file: str | None,
 @click.option("--resync-interval", type=click.FloatRange(0.05), default=10.0,
               show_default=True, help="Seconds between two checks that the prepared claims' "
                                       "jobs are registered.")
+@click.option("--gc-grace", type=click.FloatRange(0), default=60.0, show_default=True,
+              help="Seconds a dra-* job that no prepared claim holds waits, once its "
+                   "ResourceClaim is seen gone from the API server (404, or another uid), "
+                   "before it is unregistered (checked every --resync-interval; never while "
+                   "the API server does not answer).")
 @click.option("--publish/--no-publish", default=True, show_default=True,
               help="Publish the node's ResourceSlice (needs the API server).")
 @click.option("--print-slices", is_flag=True,
@@ -123,8 +128,8 @@ def cli(driver: str, node_name: str | None, registrar_dir: Path, plugin_dir: Pat
         ca_file: str | None, cdi_dir: str, preload_file: bool, host_lib_dir: str | None,
         gpu_handoff: str | None, sim: bool | None, memory_above_shares: bool,
         production_namespaces: tuple[str, ...], health_interval: float, slice_interval: float,
-        resync_interval: float, publish: bool, print_slices: bool, list_prepared: bool,
-        as_json: bool, log_level: str) -> None:
+        resync_interval: float, gc_grace: float, publish: bool, print_slices: bool,
+        list_prepared: bool, as_json: bool, log_level: str) -> None:
     """Kubernetes DRA driver for TGS (kubelet plugin API v1 and v1beta1, resource.k8s.io/v1)."""
     if not _DRIVER_RE.match(driver) or len(driver) > 63:
         raise click.BadParameter(f"{driver!r} is not a DNS subdomain of at most 63 lowercase "
@@ -157,6 +162,7 @@ def cli(driver: str, node_name: str | None, registrar_dir: Path, plugin_dir: Pat
                        nshares=nshares, controller=controller, runtime_dir=runtime_dir,
                        timeout=timeout, health_interval=health_interval,
                        slice_interval=slice_interval, resync_interval=resync_interval,
+                       gc_grace=gc_grace,
                        publish=publish, cdi_dir=cdi_dir, preload_file=preload_file,
                        host_lib_dir=host_lib_dir, gpu_handoff=gpu_handoff, sim=sim,
                        memory_above_shares=memory_above_shares,

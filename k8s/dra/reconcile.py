@@ -1,6 +1,7 @@
 """The claims' jobs kept in line with the checkpoint, from the poll loop: claims a previous
-run left pending have their jobs undone; prepared claims' jobs that the controller lost are
-registered again (every --resync-interval); dra-* jobs that no claim holds are reported."""
+run left pending have their jobs undone; every --resync-interval, prepared claims' jobs that
+the controller lost are registered again, and dra-* jobs that no claim holds are removed
+once their claim is gone from the API server (orphans.py says when)."""
 
 from __future__ import annotations
 
@@ -13,29 +14,32 @@ from tgs.tools.injection import InjectError
 from . import checkpoint as ckpt
 from .claims import Claims
 from .config import DriverConfig
+from .kube import Kube
 from .node import NodeController
+from .orphans import Orphans
 from .plan import JOB_PREFIX, ClaimError
 
 log = logging.getLogger("tgs.k8s.dra")
 
 
 class Reconciler:
-    def __init__(self, cfg: DriverConfig, node: NodeController, claims: Claims) -> None:
+    def __init__(self, cfg: DriverConfig, node: NodeController, claims: Claims,
+                 kube: Kube | None) -> None:
         self.cfg = cfg
         self.node = node
         self.claims = claims
+        self.orphans = Orphans(kube, claims.owners, cfg.gc_grace)
         self._stale: set[str] = set()                # pending at start: their jobs go
         self._last_resync = -float("inf")
-        self._orphans_said = False
 
     def load(self) -> None:
         """The checkpoint's claims; pending ones are undone by housekeeping."""
         self._stale = self.claims.load()
 
     def housekeeping(self, now: float | None = None) -> None:
-        """Undo claims left pending by a previous run; register again the jobs of prepared
-        claims that the controller no longer has (every resync interval); say once which
-        dra-* jobs no claim holds."""
+        """Undo claims left pending by a previous run; every resync interval, register again
+        the jobs of prepared claims that the controller no longer has, and remove the dra-*
+        jobs no claim holds whose claims are gone (orphans.py)."""
         now = time.monotonic() if now is None else now
         self._undo_stale()
         if now - self._last_resync < self.cfg.resync_interval:
@@ -48,10 +52,9 @@ class Reconciler:
             return
         ours = self._resync(have)
         orphans = sorted(n for n in have if n.startswith(JOB_PREFIX) and n not in ours)
-        if orphans and not self._orphans_said:
-            self._orphans_said = True
-            log.warning("jobs %s are in no prepared claim of this driver (a lost checkpoint?):"
-                        " left alone; tgsctl rm them once no pod uses them", ", ".join(orphans))
+        log.debug("resync: %d job(s) of claims, orphans: %s", len(ours),
+                  ", ".join(orphans) or "none")
+        self._collect(orphans, now)
 
     def _undo_stale(self) -> None:
         c = self.claims
@@ -87,4 +90,31 @@ class Reconciler:
                         log.warning("job %s of claim %s/%s is gone from the controller and "
                                     "cannot be registered again: %s", job.name,
                                     entry.namespace, entry.name, exc)
-            return {j.name for e in c.claims.values() for j in e.jobs}
+            ours = {j.name for e in c.claims.values() for j in e.jobs}
+            for job in c.owners.jobs() - have - ours:  # neither registered nor held
+                c.owners.remove(job)
+            return ours
+
+    def _collect(self, orphans: list[str], now: float) -> None:
+        """Remove the orphan jobs whose claims have been gone for the grace period."""
+        c = self.claims
+        for due in self.orphans.look(orphans, now):
+            with c.lock:
+                if any(j.name == due.job for e in c.claims.values() for j in e.jobs):
+                    continue                         # prepared again meanwhile
+                try:
+                    self.node.call("unregister", due.job)
+                except ClientError as exc:
+                    if exc.code != "not_found":
+                        log.warning("orphan job %s: not removed yet: %s", due.job, exc)
+                        continue
+                except ControllerUnavailable as exc:
+                    log.debug("orphan job %s: not removed yet: %s", due.job, exc)
+                    continue
+                c.files.forget(due.job)
+                c.owners.remove(due.job)
+                self.orphans.forget(due.job)
+            o = due.owner
+            log.info("job %s: in no prepared claim, and its ResourceClaim %s/%s (uid %s) %s "
+                     "for %.0f s: removed", due.job, o.namespace, o.name, o.uid, due.why,
+                     due.absent_for)

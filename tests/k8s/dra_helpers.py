@@ -31,12 +31,17 @@ BASE = "/apis/resource.k8s.io/v1"
 class FakeResourceApi:
     """resource.k8s.io/v1 on 127.0.0.1: GET namespaces/NS/resourceclaims/NAME from `claims`;
     resourceslices: list (fieldSelector spec.nodeName, spec.driver), GET, POST (409 when the
-    name exists), PUT (409 unless the resourceVersion is the current one), DELETE."""
+    name exists), PUT (409 unless the resourceVersion is the current one), DELETE. With
+    `down` set, every request has its connection closed unanswered (an unreachable API
+    server, as the client sees one); `fail` maps a claim (namespace, name) to the HTTP error
+    its GET answers with."""
 
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], dict] = {}
         self.slices: dict[str, dict] = {}
         self.requests: list[tuple[str, str]] = []      # (method, path without the query)
+        self.down = False
+        self.fail: dict[tuple[str, str], int] = {}
         self.lock = threading.RLock()
         self._rv = 0
         outer = self
@@ -58,6 +63,9 @@ class FakeResourceApi:
                 return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
             def _route(self, method: str) -> None:
+                if outer.down:
+                    self.close_connection = True       # no answer at all
+                    return
                 url = urllib.parse.urlsplit(self.path)
                 outer.requests.append((method, url.path))
                 parts = url.path[len(BASE):].strip("/").split("/") \
@@ -65,6 +73,9 @@ class FakeResourceApi:
                 with outer.lock:
                     if len(parts) == 4 and parts[0] == "namespaces" and \
                             parts[2] == "resourceclaims" and method == "GET":
+                        code = outer.fail.get((parts[1], parts[3]))
+                        if code is not None:
+                            return self._status(code, "refused by the test")
                         obj = outer.claims.get((parts[1], parts[3]))
                         if obj is None:
                             return self._status(404, f'resourceclaims "{parts[3]}" not found')

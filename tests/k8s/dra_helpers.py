@@ -25,6 +25,7 @@ from tgs.k8s.dra.api import dra, dra1, dra1_grpc, dra_grpc, reg, reg_grpc
 DRIVER = "gpu.tgs.io"
 NODE = "node-1"
 BASE = "/apis/resource.k8s.io/v1"
+KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")     # a 1.34+ kubelet's
 
 
 # ---------------------------------------------------------------- the API server
@@ -199,6 +200,7 @@ class DraKubelet:
         self.plugins = root / "plugins"
         self._channels: list[grpc.Channel] = []
         self.restarts = 0
+        self.chosen: str | None = None                 # the DRAPlugin service registered
 
     def restart(self, api: FakeResourceApi | None = None, wipe_registry: bool = False,
                 node: str = NODE) -> None:
@@ -232,8 +234,11 @@ class DraKubelet:
         stub = reg_grpc.RegistrationStub(ch)
         # a socket a killed driver left behind refuses until the new one replaces it
         info = stub.GetInfo(reg.InfoRequest(), timeout=30, wait_for_ready=True)
+        # upstream's choice (DRAPluginManager.validateSupportedServices): the first entry of
+        # the plugin's list that the kubelet supports
+        self.chosen = next((v for v in info.supported_versions if v in KUBELET_SERVICES), None)
         ok = accept and info.type == "DRAPlugin" and info.name == driver and \
-            any(v in info.supported_versions for v in ("v1.DRAPlugin", "v1beta1.DRAPlugin"))
+            self.chosen is not None
         stub.NotifyRegistrationStatus(reg.RegistrationStatus(
             plugin_registered=ok, error="" if ok else "refused by the test kubelet"),
             timeout=15)

@@ -43,6 +43,7 @@ def test_registration_through_the_plugin_watcher(dra_kubelet: DraKubelet, ctl: C
     info = dra_kubelet.register(proc)
     assert info.type == "DRAPlugin" and info.name == DRIVER
     assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert dra_kubelet.chosen == "v1.DRAPlugin"        # the order decides (upstream's rule)
     assert info.endpoint == proc.endpoint
     assert wait_for(lambda: "registered with the kubelet" in proc.log.read_text(), timeout=10)
     # both API versions answer on the endpoint (an empty call prepares nothing)

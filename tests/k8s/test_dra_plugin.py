@@ -264,8 +264,9 @@ def test_jobs_kept_registered_and_pending_claims_undone(
     proc.start()
     assert wait_for(lambda: stale not in ctl.jobs(), timeout=20, step=0.2), proc.tail()
     assert job in ctl.jobs()                         # the prepared claim's job stays
-    listed = json.loads(path.read_text())["claims"]
-    assert set(listed) == {"uid-k"}
+    # the checkpoint is saved after the job is unregistered: wait for it, not for the job
+    assert wait_for(lambda: set(json.loads(path.read_text())["claims"]) == {"uid-k"},
+                    timeout=20, step=0.1), path.read_text()
 
 
 def test_controller_down_fails_claims_not_the_driver(

@@ -154,6 +154,7 @@ class Publisher:
         self._want: list[dict[str, Any]] | None = None
         self._synced: list[dict[str, Any]] | None = None   # last specs written or found
         self._next = 0.0                        # monotonic: next look at the API server
+        self._soon = False                      # check_soon: look at the next update
 
     def update(self, gpus: Sequence[Gpu], nshares: int, status: dict[str, Any],
                now: float | None = None) -> bool:
@@ -161,8 +162,9 @@ class Publisher:
         now = time.monotonic() if now is None else now
         want = desired(self.node, self.driver, devices(gpus, nshares, status))
         urgent = self._synced is None or _structure(want) != _structure(self._synced)
-        if not urgent and now < self._next:
+        if not urgent and not self._soon and now < self._next:
             return False
+        self._soon = False                      # a check_soon from now on: another look
         try:
             wrote = self.sync(want)
         except KubeError as exc:
@@ -178,7 +180,7 @@ class Publisher:
         """Look at the API server's slices at the next update rather than after the
         interval: a kubelet deletes its node's slices when it starts, so a restarted one
         that registers the driver again finds none."""
-        self._next = 0.0
+        self._soon = True
 
     def sync(self, want: list[dict[str, Any]]) -> bool:
         """Make the API server's slices of this node and driver be `want`: nothing when they

@@ -208,9 +208,11 @@ class DraKubelet:
         slices on `api` deleted; with `wipe_registry`, the registry directory was removed
         meanwhile (its sockets with it) and is made again, empty. Call `register` next."""
         self.close()
-        if wipe_registry:
-            shutil.rmtree(self.registry)
+        if wipe_registry:                   # moved away first: the driver may serve meanwhile
+            gone = self.registry.with_name(f"{self.registry.name}.removed-{self.restarts}")
+            self.registry.rename(gone)
             self.registry.mkdir()
+            shutil.rmtree(gone, ignore_errors=True)
         if api is not None:
             with api.lock:
                 for name in [n for n, s in api.slices.items()

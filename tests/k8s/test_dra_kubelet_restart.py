@@ -34,15 +34,20 @@ class JobWatch:
         self.ctl, self.job = ctl, job
         self.samples = 0
         self.missing = 0
+        self.errors: list[str] = []                # calls that failed: no sample
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.job not in self.ctl.jobs():
-                self.missing += 1
-            self.samples += 1
+            try:
+                jobs = self.ctl.jobs()
+            except Exception as exc:                # a slow controller: no sample
+                self.errors.append(repr(exc))
+            else:
+                self.missing += self.job not in jobs
+                self.samples += 1
             self._stop.wait(0.05)
 
     def stop(self) -> None:
@@ -75,7 +80,7 @@ def test_kubelet_restart(dra_kubelet: DraKubelet, ctl: Controller, dra_api: Fake
 
     watch = JobWatch(ctl, job)
     try:
-        assert wait_for(lambda: watch.samples >= 3, timeout=30), "no sample"
+        assert wait_for(lambda: watch.samples >= 3, timeout=30), watch.errors[-3:]
         dra_kubelet.restart(api=dra_api, wipe_registry=wipe)
         assert not dra_api.node_slices()               # the starting kubelet's wipe
         if not wipe:                                    # nothing for the driver to redo
@@ -91,7 +96,7 @@ def test_kubelet_restart(dra_kubelet: DraKubelet, ctl: Controller, dra_api: Fake
             again = prepare(dra_kubelet.dra(info.endpoint, version), ref)["uid-s"]
             assert again.error == "" and devices(again) == devices(first)
         n = watch.samples
-        assert wait_for(lambda: watch.samples >= n + 3, timeout=30), "no sample"
+        assert wait_for(lambda: watch.samples >= n + 3, timeout=30), watch.errors[-3:]
     finally:
         watch.stop()
     assert watch.missing == 0, f"job {job} missing in {watch.missing} of {watch.samples}"

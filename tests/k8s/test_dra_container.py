@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,9 @@ def test_claim_cdi_device_in_a_container(rootfs: Path, dra_kubelet: DraKubelet,
     proc = dra_factory(cdi_dir=CDI_DIR)
     info = dra_kubelet.register(proc)
     client = dra_kubelet.dra(info.endpoint, "v1")
-    uid = "c0ffee00-dra0-4000-8000-000000000001"
+    # a uid of its own: the job, its CDI spec in the node-wide /var/run/cdi and the
+    # container's name differ from those of any other run on this machine
+    uid = str(uuid.uuid4())
     ref = ("ml", uid, "train-gpu")
     dra_api.claims[("ml", "train-gpu")] = claim(
         "ml", "train-gpu", uid, [("gpu", "gpu-sim-0-share-1")],

@@ -14,7 +14,7 @@ from tgs.tools.injection import ENTRYPOINT
 from tools_helpers import Ctl, Probe, probe_cmd, tool, wait_for
 
 COMMANDS = ["tgs-controller", "tgsctl", "tgs-run", "tgs-inject", "tgs-entrypoint", "tgs-bench",
-            "tgs-device-plugin"]
+            "tgs-device-plugin", "tgs-dra-plugin"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

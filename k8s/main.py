@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -16,6 +13,7 @@ from tgs.version import version_option
 
 from . import podinfo
 from .config import Config
+from .daemon import serve_until_signalled
 from .health import UNHEALTHY_AFTER
 from .plugin import Plugin
 
@@ -150,17 +148,7 @@ def cli(plugin_dir: Path, resource: str, nshares: int, endpoint: str, controller
 
 
 def run(cfg: Config) -> None:
-    plugin = Plugin(cfg)
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    plugin.start()
-    done.wait()
-    plugin.stop()
+    serve_until_signalled(Plugin(cfg))
 
 
 def main() -> None:

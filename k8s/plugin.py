@@ -25,6 +25,7 @@ from . import annotations as ann
 from . import health, podinfo, response, shares, signals
 from .api import API_VERSION, dp, dp_grpc
 from .config import Config
+from .daemon import start_loops
 from .jobs import Jobs
 from .shares import Gpu, ShareError
 
@@ -300,10 +301,14 @@ class Plugin(dp_grpc.DevicePluginServicer):
         if not self.cfg.plugin_dir.is_dir():        # never created here: it is the kubelet's
             self._waiting(f"no directory {self.cfg.plugin_dir}")
             return
+        # the kubelet's socket first: a restarting kubelet removes every socket before it
+        # makes its new one, so once the new one is seen our socket's removal is seen too
+        # (looked at the other way round, a restart in between would register an endpoint
+        # whose socket is gone)
+        ident = podinfo.identity(self.cfg.plugin_dir / KUBELET_SOCKET)
         if self._server is None or not self.socket_path.exists():
             self._serve()
             self._kubelet_id = None                 # a new endpoint must be registered
-        ident = podinfo.identity(self.cfg.plugin_dir / KUBELET_SOCKET)
         self._seen_kubelet = ident
         if ident is None:
             self._waiting(f"no {KUBELET_SOCKET} in {self.cfg.plugin_dir}")
@@ -319,14 +324,6 @@ class Plugin(dp_grpc.DevicePluginServicer):
         log.log(level, "waiting for the kubelet: %s (%s)", why,
                 plugin_dir_hint())
 
-    def _loop(self, every: float, step: Any) -> None:
-        while not self._stop.is_set():
-            try:
-                step()
-            except Exception:                       # a loop of the daemon never dies
-                log.exception("unexpected error")
-            self._stop.wait(every)
-
     def _health_step(self) -> None:
         self.poll_health()
         if time.monotonic() - self._last_gc >= self.cfg.gc_interval:
@@ -334,11 +331,8 @@ class Plugin(dp_grpc.DevicePluginServicer):
             self.jobs.collect(controller_up=self.health.failures == 0)
 
     def start(self) -> None:
-        for every, step in ((self.cfg.health_interval, self._health_step),
-                            (self.cfg.watch_interval, self.watch_once)):
-            t = threading.Thread(target=self._loop, args=(every, step), daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._threads += start_loops(self._stop, ((self.cfg.health_interval, self._health_step),
+                                                  (self.cfg.watch_interval, self.watch_once)))
 
     def stop(self) -> None:
         self._stop.set()

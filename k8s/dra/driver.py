@@ -18,11 +18,9 @@ kubelet's registration directory).
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable
-from typing import Any
 
+from ..daemon import start_loops
 from . import slices
 from .claims import Claims
 from .config import DriverConfig
@@ -30,8 +28,6 @@ from .kube import Kube
 from .node import NodeController
 from .reconcile import Reconciler
 from .service import Sockets
-
-log = logging.getLogger("tgs.k8s.dra")
 
 
 class Driver:
@@ -55,25 +51,15 @@ class Driver:
         if self.publisher is not None:
             self.publisher.check_soon()
 
-    def _loop(self, every: float, step: Callable[[], Any]) -> None:
-        while not self._stop.is_set():
-            try:
-                step()
-            except Exception:                       # a loop of the daemon never dies
-                log.exception("unexpected error")
-            self._stop.wait(every)
-
     def _poll_step(self) -> None:
         self.node.poll()
         self.reconciler.housekeeping()
 
     def start(self) -> None:
         self.reconciler.load()
-        for every, step in ((self.cfg.health_interval, self._poll_step),
-                            (self.cfg.watch_interval, self.sockets.watch_once)):
-            t = threading.Thread(target=self._loop, args=(every, step), daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._threads += start_loops(self._stop, ((self.cfg.health_interval, self._poll_step),
+                                                  (self.cfg.watch_interval,
+                                                   self.sockets.watch_once)))
 
     def stop(self) -> None:
         """Stop serving and remove the slices; the prepared claims' jobs stay (a restarted

@@ -11,12 +11,9 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
-import threading
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import click
 from tgs.tools.sizes import format_size
@@ -24,6 +21,7 @@ from tgs.tools.sizes import format_size
 from tgs.version import version_option
 
 from .. import podinfo, response
+from ..daemon import serve_until_signalled
 from . import slices
 from .checkpoint import Checkpoint
 from .config import CDI_DIR, DRIVER, REGISTRAR_DIR, DriverConfig, plugin_dir_for
@@ -215,17 +213,7 @@ def _table(rows: list[tuple[str, ...]]) -> None:
 
 
 def run(cfg: DriverConfig) -> None:
-    driver = Driver(cfg)
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    driver.start()
-    done.wait()
-    driver.stop()
+    serve_until_signalled(Driver(cfg))
 
 
 def main() -> None:

@@ -161,9 +161,12 @@ class Watch:
     """A ListAndWatch stream read by a thread into a queue of device lists
     ({id: health})."""
 
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: Any, wait_for_ready: bool = False) -> None:
+        """wait_for_ready: the call waits (up to 30 s) for the plugin's socket to accept, as
+        a kubelet retries, instead of failing at once on a socket not served yet."""
         self.updates: queue.Queue = queue.Queue()
-        self._call = stub.ListAndWatch(dp.Empty())
+        self._call = stub.ListAndWatch(dp.Empty(), wait_for_ready=True, timeout=30) \
+            if wait_for_ready else stub.ListAndWatch(dp.Empty())
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 

@@ -188,7 +188,7 @@ def test_kubelet_restart_registers_again(kubelet: FakeKubelet, ctl: Controller,
     reg = _registered(kubelet, plugin)
     assert reg.resource_name == "tgs.io/gpu"
     stub = kubelet.plugin(reg.endpoint)  # the plugin serves again on a new socket
-    watch = Watch(stub)
+    watch = Watch(stub, wait_for_ready=True)  # once it has made it again
     try:
         assert watch.next() == dict.fromkeys(IDS, "Healthy")
     finally:

@@ -11,7 +11,6 @@ A sample: (CLOCK_MONOTONIC s, {pid: MemUse}).
 from __future__ import annotations
 
 import ctypes
-import mmap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,8 @@ from tgs.intercept.simstate import (
     SimProc,
     SimResidency,
     SimState,
-    map_state,
 )
-from tgs.testbed.gpu import Sampler
+from tgs.testbed.gpu import Sampler, StateFileSampler
 
 
 @dataclass(frozen=True)
@@ -68,21 +66,12 @@ def sim_memory(buf: bytes | bytearray, res: SimResidency | None, index: int = 0
     return {pid: MemUse(*v) for pid, v in out.items()}
 
 
-class SimMemSampler(Sampler):
-    """Samples the state file (mapped read-only, read without its lock: a torn read costs one
-    sample's precision) every `every` seconds."""
+class SimMemSampler(StateFileSampler):
+    """Memory by process from the state file every `every` seconds."""
 
     def __init__(self, path: Path, device: int = 0, every: float = 0.05) -> None:
-        super().__init__(every)
-        self.path = str(path)
-        self.index = device
+        super().__init__(path, device, every)
         self.series: MemSeries = []
-        self._mm: mmap.mmap | None = None
-
-    def _map(self) -> mmap.mmap | None:
-        if self._mm is None:
-            self._mm = map_state(self.path)
-        return self._mm
 
     def _sample(self) -> None:
         mm = self._map()
@@ -92,11 +81,6 @@ class SimMemSampler(Sampler):
         off = SimState.res.offset
         res = SimResidency.from_buffer_copy(mm[off:off + ctypes.sizeof(SimResidency)])
         self.series.append((t, sim_memory(mm[:SimState.ctx.offset], res, self.index)))
-
-    def _close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
 
 
 class NvmlMemSampler(Sampler):

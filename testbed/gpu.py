@@ -147,22 +147,34 @@ class Sampler:
         pass
 
 
-class SimSampler(Sampler):
-    """Counters from the simulator's state file, read without its lock (a torn read costs one
-    sample's precision).  Only the header, devices and process slots are copied (28 KB),
-    stamped with the device's t_last_ns: the time they are exact as of."""
+class StateFileSampler(Sampler):
+    """A sampler of one device in the simulator's state file, mapped read-only on first use
+    and read without its lock (a torn read costs one sample's precision)."""
 
-    def __init__(self, path: Path | None = None, device: int = 0, every: float = 0.1) -> None:
+    def __init__(self, path: Path | None, device: int, every: float) -> None:
         super().__init__(every)
         self.path = str(path) if path is not None else default_path()
         self.index = device
         self._mm: mmap.mmap | None = None
-        self._prefix = SimState.ctx.offset
 
     def _map(self) -> mmap.mmap | None:
         if self._mm is None:
             self._mm = map_state(self.path)
         return self._mm
+
+    def _close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+
+class SimSampler(StateFileSampler):
+    """Busy counters from the state file.  Only the header, devices and process slots are
+    copied (28 KB), stamped with the device's t_last_ns: the time they are exact as of."""
+
+    def __init__(self, path: Path | None = None, device: int = 0, every: float = 0.1) -> None:
+        super().__init__(path, device, every)
+        self._prefix = SimState.ctx.offset
 
     def _sample(self) -> None:
         mm = self._map()
@@ -176,11 +188,6 @@ class SimSampler(Sampler):
         dev = st.dev[self.index]
         procs = {int(p.pid): p.dev[self.index].busy_ns / 1e9 for p in st.proc if p.in_use}
         self._add(dev.t_last_ns / 1e9, dev.busy_ns / 1e9, procs)
-
-    def _close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
 
 
 class NvmlSampler(Sampler):

@@ -12,12 +12,13 @@ import signal
 import subprocess
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from fake_kubelet import serve_http, stop_http
 from k8s_helpers import Controller
 from proc_helpers import stop, tool, wait_for
 from tgs.k8s.dra.api import dra, dra1, dra1_grpc, dra_grpc, reg, reg_grpc
@@ -101,10 +102,7 @@ class FakeResourceApi:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
-        self._t = threading.Thread(target=self._srv.serve_forever, daemon=True)
-        self._t.start()
+        self._srv, self.url = serve_http(Handler)
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -159,8 +157,7 @@ class FakeResourceApi:
                    and "/resourceslices" in p)
 
     def close(self) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
+        stop_http(self._srv)
 
 
 def claim(ns: str, name: str, uid: str, devices: list[tuple[str, str]],

@@ -198,6 +198,19 @@ class Watch:
         self._t.join(timeout=5)
 
 
+def serve_http(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """A fake API server's HTTP side on a free loopback port, served by a daemon thread:
+    the server and its URL (stop_http ends it)."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def stop_http(srv: ThreadingHTTPServer) -> None:
+    srv.shutdown()
+    srv.server_close()
+
+
 class FakeApiServer:
     """GET /api/v1/namespaces/NS/pods/NAME -> a Pod with the annotations set here."""
 
@@ -238,12 +251,8 @@ class FakeApiServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
-        self._t = threading.Thread(target=self._srv.serve_forever, daemon=True)
-        self._t.start()
+        self._srv, self.url = serve_http(Handler)
 
     def close(self) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
+        stop_http(self._srv)
 

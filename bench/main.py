@@ -11,6 +11,7 @@ micro-benchmarks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import click
-from tgs.bench import las_compare
+from tgs.bench import las_compare, repeat
 from tgs.bench.scenarios import (
     ALL_KEYS,
     EXTRA_KEYS,
@@ -104,9 +105,12 @@ def _check_built(gpu: str) -> None:
 @click.option("--las/--no-las", "las", default=None,
               help="Also run the LAS comparison (a stream of opportunistic jobs: las vs "
                    "adaptive, mean/p95 JCT; default: on without filters).")
+@click.option("--repeat", "repeats", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Run the scenarios this many times (each with its own solo baselines, in "
+                   "run-<i>/) and report each figure's median and spread (repeat.md).")
 def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu: str,
         use_torch: bool, out: Path | None, as_json: bool, micro: bool | None,
-        no_plots: bool, las: bool | None) -> None:
+        no_plots: bool, las: bool | None, repeats: int) -> None:
     """Evaluate TGS policies on a (simulated) GPU: production vs solo, harvest, utilisation,
     reaction time, tail latency, weighted fairness."""
     try:
@@ -134,20 +138,31 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
                f"-> {out}", err=True)
     try:
         micro_out = run_micro() if (full if micro is None else micro) else None
-        doc = run_suite(cfg, micro_out)
+        docs = []
+        for i in range(1, repeats + 1):
+            if repeats > 1:
+                click.echo(f"tgs-bench: run {i} of {repeats}", err=True)
+                cfg = dataclasses.replace(cfg, out=out / f"run-{i}")
+            docs.append(run_suite(cfg, micro_out if i == 1 else None))
         if (not scenarios and not policies) if las is None else las:
             click.echo("LAS: a stream of opportunistic jobs, las vs adaptive", err=True)
             las_doc = las_compare.run(list(las_compare.POLICIES), quick, out, mode)
-            with open(out / "results.md", "a") as f:
+            with open(cfg.out / "results.md", "a") as f:
                 f.write("\n### Opportunistic jobs among themselves: las vs adaptive "
                         "(tgs.bench.las_compare)\n\n" + las_doc["markdown"])
     except KeyboardInterrupt:
         click.echo("tgs-bench: interrupted; every process it started was stopped", err=True)
         sys.exit(130)
-    if as_json:
-        click.echo(json.dumps(doc, indent=1))
+    if repeats > 1:
+        summary = repeat.summarise(docs)
+        doc = {"runs": [str(out / f"run-{i}") for i in range(1, repeats + 1)],
+               "command": " ".join(sys.argv), "repeat": repeat.as_json(summary)}
+        (out / "repeat.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (out / "repeat.md").write_text(repeat.markdown(summary, repeats))
+        text = (out / "repeat.md").read_text()
     else:
-        click.echo((out / "results.md").read_text())
+        doc, text = docs[0], (out / "results.md").read_text()
+    click.echo(json.dumps(doc, indent=1) if as_json else text)
     click.echo(f"results: {out}", err=True)
 
 

@@ -1,0 +1,82 @@
+"""Identical runs side by side (`tgs-bench --repeat N`): each figure's runs, median and spread.
+
+A single run on a small, shared machine moves with the machine: the solo baseline's own p99
+changes by several percent from one run to the next.  A target such as "harvest >= 0.6 with a
+spread <= 0.1 over three identical runs" is checked on N whole runs (each with its own solo
+baselines, as a user repeating the command would get), summarised here per scenario and policy.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+# (key in a policy's results, column title): the figures the targets are stated in
+METRICS = (
+    ("prod_vs_solo", "prod/solo"),
+    ("p99_vs_solo", "p99/solo"),
+    ("p999_vs_solo", "p99.9/solo"),
+    ("harvest", "harvest"),
+    ("opp_vs_solo", "opp/solo"),
+)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One figure over the runs that measured it."""
+    runs: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def spread(self) -> float:
+        return max(self.runs) - min(self.runs)
+
+    def cell(self) -> str:
+        each = " / ".join(f"{v:.2f}" for v in self.runs)
+        return f"{self.median:.2f} ({each}; spread {self.spread:.2f})"
+
+
+def summarise(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Spread]]]:
+    """scenario -> policy -> metric -> Spread, over the runs' results.json documents.  A figure
+    a run did not measure (no opportunistic job, a run that failed) is left out of that run's
+    column; a figure no run measured is left out."""
+    out: dict[str, dict[str, dict[str, Spread]]] = {}
+    for key in dict.fromkeys(k for d in docs for k in d.get("scenarios", {})):
+        policies = dict.fromkeys(p for d in docs
+                                 for p in d.get("scenarios", {}).get(key, {}).get("policies", {}))
+        for pol in policies:
+            figures: dict[str, Spread] = {}
+            for metric, _ in METRICS:
+                vals = tuple(float(v) for d in docs
+                             if isinstance(v := d.get("scenarios", {}).get(key, {})
+                                           .get("policies", {}).get(pol, {}).get(metric),
+                                           (int, float)) and not isinstance(v, bool))
+                if vals:
+                    figures[metric] = Spread(vals)
+            if figures:
+                out.setdefault(key, {})[pol] = figures
+    return out
+
+
+def markdown(summary: dict[str, dict[str, dict[str, Spread]]], runs: int) -> str:
+    """The table: median (each run; spread) per figure."""
+    cols = [title for _, title in METRICS]
+    lines = [f"### {runs} identical runs: median (each run; spread)", "",
+             "| scenario | policy | " + " | ".join(cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    for key, policies in summary.items():
+        for pol, figures in policies.items():
+            cells = [figures[m].cell() if m in figures else "-" for m, _ in METRICS]
+            lines.append(f"| {key} | {pol} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(summary: dict[str, dict[str, dict[str, Spread]]]) -> dict[str, Any]:
+    return {key: {pol: {m: {"runs": list(s.runs), "median": s.median, "spread": s.spread}
+                        for m, s in figures.items()}
+                  for pol, figures in policies.items()}
+            for key, policies in summary.items()}

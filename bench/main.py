@@ -156,7 +156,8 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
     if repeats > 1:
         summary = repeat.summarise(docs)
         doc = {"runs": [str(out / f"run-{i}") for i in range(1, repeats + 1)],
-               "command": " ".join(sys.argv), "repeat": repeat.as_json(summary)}
+               "command": " ".join(sys.argv), "machine": docs[0].get("machine"),
+               "repeat": repeat.as_json(summary)}
         (out / "repeat.json").write_text(json.dumps(doc, indent=1) + "\n")
         (out / "repeat.md").write_text(repeat.markdown(summary, repeats))
         text = (out / "repeat.md").read_text()

@@ -1,19 +1,24 @@
-"""`tgs-bench --repeat N`: each figure's runs, median and spread (no processes)."""
+"""`tgs-bench --repeat N`: each figure's runs, median and spread; one tiny run end to end."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from tgs.bench import repeat
 from tgs.bench.main import cli
 
-pytestmark = pytest.mark.timeout(20)
-
 
 def _doc(**policies: dict[str, object]) -> dict[str, object]:
     return {"scenarios": {"T2": {"policies": policies}}}
 
 
+@pytest.mark.timeout(20)
 def test_each_run_median_and_spread_per_scenario_and_policy() -> None:
     docs = [_doc(adaptive={"prod_vs_solo": 0.97, "harvest": 0.64}, none={"harvest": 0.9}),
             _doc(adaptive={"prod_vs_solo": 1.01, "harvest": 0.50}, none={"harvest": 1.0}),
@@ -27,6 +32,7 @@ def test_each_run_median_and_spread_per_scenario_and_policy() -> None:
     assert "p99_vs_solo" not in s["T2"]["adaptive"]     # no run measured it
 
 
+@pytest.mark.timeout(20)
 def test_a_run_without_a_figure_is_left_out_of_its_column() -> None:
     docs = [_doc(adaptive={"harvest": 0.6, "p99_vs_solo": 1.02}),
             _doc(adaptive={"harvest": None, "p99_vs_solo": True}),   # not a measurement
@@ -37,6 +43,7 @@ def test_a_run_without_a_figure_is_left_out_of_its_column() -> None:
     assert s["p99_vs_solo"].runs == (1.02,)
 
 
+@pytest.mark.timeout(20)
 def test_markdown_and_json_carry_every_run() -> None:
     docs = [_doc(adaptive={"harvest": 0.61, "prod_vs_solo": 1.0}),
             _doc(adaptive={"harvest": 0.55, "prod_vs_solo": 0.98})]
@@ -51,8 +58,33 @@ def test_markdown_and_json_carry_every_run() -> None:
     assert js["T2"]["adaptive"]["prod_vs_solo"]["spread"] == pytest.approx(0.02)
 
 
+@pytest.mark.timeout(20)
 @pytest.mark.parametrize("value", ["0", "21", "x"])
 def test_a_bad_repeat_count_is_a_usage_error(value: str) -> None:
     res = CliRunner().invoke(cli, ["--repeat", value, "--gpu", "sim"])
     assert res.exit_code == 2
     assert "--repeat" in res.output
+
+
+@pytest.mark.timeout(120)
+def test_repeat_runs_each_run_with_its_baselines_and_summarises_them(
+        tmp_path: Path, shim_lib: Path, sim_lib: Path, workload_bin: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TGS_", "LD_PRELOAD"))}
+    out = tmp_path / "r"
+    res = subprocess.run([sys.executable, "-m", "tgs.bench.main", "--gpu", "sim", "--quick",
+                          "--scenario", "S1", "--policy", "adaptive", "--no-plots", "--json",
+                          "--repeat", "2", "--out", str(out)],
+                         capture_output=True, text=True, env=env, timeout=110,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for i in (1, 2):     # each run measured its own solo baselines
+        runs = sorted(p.name for p in (out / f"run-{i}" / "runs").iterdir())
+        assert runs == ["S1-adaptive.json", "S1-solo-opp.json", "S1-solo-prod.json"]
+    doc = json.loads(res.stdout)
+    assert doc == json.loads((out / "repeat.json").read_text())
+    harvest = doc["repeat"]["S1"]["adaptive"]["harvest"]
+    each = [json.loads((out / f"run-{i}" / "results.json").read_text())
+            ["scenarios"]["S1"]["policies"]["adaptive"]["harvest"] for i in (1, 2)]
+    assert harvest["runs"] == each
+    assert harvest["spread"] == pytest.approx(abs(each[0] - each[1]))
+    assert "| S1 | adaptive |" in (out / "repeat.md").read_text()

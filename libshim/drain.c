@@ -60,7 +60,12 @@
  * launches the same kernels every step, so its step ends after the same number of launches
  * (launch_seq moves), and the drain that follows the step's last launch is its real gap, not a
  * micro-gap.  When PERIOD_AGREE of the last PERIOD_RING busy periods moved launch_seq by the
- * same count and the drain comes at that count, it is published at once. */
+ * same count and the drain comes at that count, it is published at once.  The rule must not
+ * feed itself: micro-gaps that escaped the settle (before it learned them, or on a loaded
+ * machine) split each step into periods of a few launches that agree as well, and would then
+ * all be published at once.  So a drain published at once that turns out to be a micro-gap
+ * forgets the counts, and the rule waits for PERIOD_RING periods again, measured with the
+ * settle that micro-gap has just raised. */
 #define PERIOD_RING 8
 #define PERIOD_AGREE 6
 
@@ -75,6 +80,8 @@ static void settle_learn(struct tgs_drain *d, uint64_t now)
     for (int i = 0; i < SETTLE_RING; i++)
         longest = d->lasted[i] > longest ? d->lasted[i] : longest;
     if (3 * lasted < longest) {
+        if (d->drained_early)
+            d->ncounts = 0;     /* the usual end was a micro-gap's: count again */
         uint64_t want = lasted + lasted / 2;
         if (want > s)
             s = want < SETTLE_MAX_NS ? want : SETTLE_MAX_NS;
@@ -319,6 +326,7 @@ static void *drain_main(void *arg)
         if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0, drained_t)) {
             d->idles++;
             d->early += at_end ? 1 : 0;
+            d->drained_early = at_end;
             d->drained_t = drained_t;
             spacing = DRAIN_MIN_ROUND_NS;
         } else if (r == 0 && spacing < DRAIN_MAX_ROUND_NS) {
@@ -358,6 +366,7 @@ void tgs_drain_reset(void)
     d->nlasted = 0;
     memset(d->lasted, 0, sizeof(d->lasted));
     d->period_start = d->early = 0;
+    d->drained_early = 0;
     d->ncounts = 0;
     memset(d->counts, 0, sizeof(d->counts));
 }

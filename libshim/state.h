@@ -202,6 +202,7 @@ struct tgs_drain {
     uint64_t counts[8];         /* PERIOD_RING (drain.c): launch_seq moves of the last busy periods */
     uint32_t ncounts;
     uint64_t early;             /* idles published at a period's usual end, without the settle */
+    int drained_early;          /* the last published drain was one of those */
 };
 
 /* A production process's own record of the gaps it started, by how they started

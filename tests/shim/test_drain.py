@@ -257,3 +257,16 @@ def test_a_step_that_ends_at_its_usual_launch_count_is_published_without_the_set
     else:
         assert early >= 30, line        # all but the first steps (learning) on a quiet machine
 
+
+
+def test_micro_gaps_published_at_a_usual_end_do_not_lock_the_rule_in(drain_bin: Path,
+                                                                       prod: Prod) -> None:
+    """Steps whose two halves are both real gaps (3 ms each) agree on one launch per busy
+    period; when the step changes so that the first gap is a micro-gap (0.8 ms against 6 ms),
+    the first micro-gap published at that usual end makes the rule forget its counts, the
+    settle learnt from it hides the next ones, and the rule agrees again on whole steps.
+    Otherwise every micro-gap would stay at the usual end and be published: 40 + 80."""
+    run_probe(drain_bin, prod.env, "init", "steps:20:200:3000:3000", "steps:40:200:800:6000",
+              "sync")
+    published = int(prod.pub.view.busy_seq)
+    assert published <= 40 + 40 * 1.4, published

@@ -239,10 +239,10 @@ static bool trickle_ok(uint64_t now, uint64_t work, uint64_t idle, uint64_t gap_
     struct tgs_fit *f = &tgs_g.fit;
     if (tgs_g.opt.fit_budget != TGS_FIT_BUDGET_BOUND || f->est == 0.0)
         return false;
-    /* only where gaps end at random: recent gaps twice as long as the predicted one.  Where
-     * they are regular (a training step), production is due back when the prediction ends,
-     * and what is queued past it only delays production. */
-    if (gap_end <= idle || tgs_prod_gap_max() < TRICKLE_SPREAD * (gap_end - idle))
+    /* only where gaps end at random: a recent gap twice as long as the second shortest (the
+     * shortest may be an outlier).  Where they are regular (a training step), production is due
+     * back when the prediction ends, and what is queued past it only delays production. */
+    if (gap_end <= idle || !tgs_prod_gaps_spread(TRICKLE_SPREAD))
         return false;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     double deep = (double)(base - now) + run_ns(work);

@@ -315,6 +315,37 @@ uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
     return end;
 }
 
+/* Do some production job's recent gaps end at random: the longest at least `spread` times the
+ * second shortest?  Not the shortest: one short gap among regular ones (a training step's host
+ * hiccup) is an outlier, not a pattern, and would otherwise make a regular job look random for
+ * as long as it stays in the ring. */
+bool tgs_prod_gaps_spread(uint64_t spread)
+{
+    if (!tgs_g.peers.region)
+        return false;
+    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
+        if (!is_prod(k))
+            continue;
+        const struct tgs_pub *p = pub_at(k);
+        uint64_t lo1 = UINT64_MAX, lo2 = UINT64_MAX, hi = 0;
+        for (int i = 0; i < TGS_GAP_RING; i++) {
+            uint64_t g = __atomic_load_n(&p->gap_ns[i], __ATOMIC_RELAXED);
+            if (!g)
+                continue;
+            hi = g > hi ? g : hi;
+            if (g < lo1) {
+                lo2 = lo1;
+                lo1 = g;
+            } else if (g < lo2) {
+                lo2 = g;
+            }
+        }
+        if (lo2 != UINT64_MAX && lo2 <= UINT64_MAX / spread && hi >= spread * lo2)
+            return true;
+    }
+    return false;
+}
+
 uint64_t tgs_prod_gap_max(void)
 {
     uint64_t hi = 0;

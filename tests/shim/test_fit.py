@@ -380,6 +380,8 @@ def test_small_kernels_do_not_inflate_the_cost_per_unit(probe_bin: Path, opp: Op
     ([1_000_000, 1_000_000, 2_000_000_000, 2_000_000_000], 950_000, True),
     # regular gaps of 1 s, predicted 0.8 s: production is due back, nothing trickles
     ([1_000_000_000] * 4, 800_000_000, False),
+    # regular gaps with one short outlier that pulled the prediction down: still regular
+    ([1_000_000] + [1_000_000_000] * 3, 950_000, False),
 ])
 def test_short_launches_trickle_into_gaps_that_end_at_random(
         probe_bin: Path, opp: Opp, tmp_path: Path, gaps: list[int], pred: int,

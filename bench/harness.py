@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import TORCH_PROGRAMS, JobDef
 from tgs.client import Client, ControllerUnavailable
+from tgs.intercept.cpu_priority import OPPORTUNISTIC_NICE, spawn_at
 from tgs.testbed.frameworks_venv import torch_python
 from tgs.testbed.gpu import BusySeries, job_env, make_sampler
 from tgs.testbed.workload import ProgressRecord, parse_events, parse_output
@@ -104,6 +106,7 @@ class JobRun:
     weight: int
     start_s: float
     pid: int = 0
+    nice: int | None = None     # its CPU nice value, read from the process once started
     returncode: int | None = None
     start: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
@@ -130,8 +133,8 @@ class JobRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role, "weight": self.weight, "pid": self.pid,
-                "returncode": self.returncode, "error": self.error, "stopped": self.stopped,
-                "summary": self.summary, "events": self.events,
+                "nice": self.nice, "returncode": self.returncode, "error": self.error,
+                "stopped": self.stopped, "summary": self.summary, "events": self.events,
                 "cumulative": [[round(t, 4), it] for t, it in self.cumulative()]}
 
 
@@ -201,8 +204,9 @@ def job_argv(job: JobDef) -> list[str]:
     return job.spec.argv()
 
 
-def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.Popen[bytes],
-                                                                      Path, Path]:
+def _launch(job: JobDef, env: dict[str, str], logdir: Path,
+            nice: int = 0) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """Starts one job at CPU nice value `nice` (what tgs-run gives its role)."""
     if job.iters is not None:
         spec = dataclasses.replace(job.spec, seconds=None, iters=job.iters)
     else:
@@ -210,9 +214,17 @@ def _launch(job: JobDef, env: dict[str, str], logdir: Path) -> tuple[subprocess.
     job = dataclasses.replace(job, spec=spec)
     out, err = logdir / f"{job.name}.jsonl", logdir / f"{job.name}.stderr"
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen(job_argv(job), stdout=fo, stderr=fe, env=env,
-                                stdin=subprocess.DEVNULL)
+        proc = spawn_at(nice, lambda: subprocess.Popen(job_argv(job), stdout=fo, stderr=fe,
+                                                       env=env, stdin=subprocess.DEVNULL))
     return proc, out, err
+
+
+def _started(run: JobRun, proc: subprocess.Popen[bytes]) -> None:
+    run.pid = proc.pid
+    try:
+        run.nice = os.getpriority(os.PRIO_PROCESS, proc.pid)    # its main thread's
+    except OSError:
+        run.nice = None                                         # already gone
 
 
 def _collect(run: JobRun, out: Path, err: Path) -> None:
@@ -234,11 +246,13 @@ def _collect(run: JobRun, out: Path, err: Path) -> None:
 def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], gpu: str,
              logdir: Path, work: Path, static_share: float = 0.3,
              controller_env: dict[str, str] | None = None,
-             extra_env: dict[str, str] | None = None, memory: bool = False) -> RunRecord:
+             extra_env: dict[str, str] | None = None, memory: bool = False,
+             opp_nice: int = OPPORTUNISTIC_NICE) -> RunRecord:
     """Runs `jobs` on their schedule (under a controller with `policy` unless None;
     `controller_env` adds to the controller's environment, e.g. TGS_LAS_THRESHOLDS;
     `extra_env` to every process's, e.g. the simulator's TGS_SIM_MEM; `memory` samples memory
-    by process into the record)."""
+    by process into the record).  Under a policy other than `none` opportunistic jobs start
+    at CPU nice value `opp_nice`, as tgs-run starts them."""
     logdir.mkdir(parents=True, exist_ok=True)
     sim_state = work / f"sim-{scenario}-{label.replace(':', '-')}" if gpu == "sim" else None
     env = {**job_env(gpu, sim_state), **(extra_env or {})}
@@ -246,6 +260,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
         env = {**torch_caches(work), **env}     # the user's own cache settings win
     procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     runs = {j.name: JobRun(j.name, j.role, j.weight, j.start_s) for j in jobs}
+    nices = {j.name: opp_nice if not j.production and policy not in (None, "none") else 0
+             for j in jobs}
     sampler = make_sampler(gpu, sim_state)
     mem_sampler = make_mem_sampler(gpu, sim_state) if memory else None
     state: dict[str, Any] = {}
@@ -287,8 +303,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
         for _, group in itertools.groupby(early, key=lambda j: j.start_s):
             names = []
             for j in group:
-                procs[j.name] = _launch(j, envs[j.name], logdir)
-                runs[j.name].pid = procs[j.name][0].pid
+                procs[j.name] = _launch(j, envs[j.name], logdir, nices[j.name])
+                _started(runs[j.name], procs[j.name][0])
                 names.append(j.name)
             _wait_ready(procs, runs, names)
         t0 = time.monotonic() + 0.2
@@ -297,8 +313,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
             if j.torch is not None:
                 _go(procs[j.name][0])
                 continue
-            procs[j.name] = _launch(j, envs[j.name], logdir)
-            runs[j.name].pid = procs[j.name][0].pid
+            procs[j.name] = _launch(j, envs[j.name], logdir, nices[j.name])
+            _started(runs[j.name], procs[j.name][0])
         _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds
                                     + (NUMBA_GRACE_S if j.numba else 0.0) for j in jobs})
         if ctl is not None:

@@ -31,6 +31,7 @@ from tgs.bench.scenarios import (
     TORCH_KEYS,
 )
 from tgs.bench.suite import SuiteConfig, interrupt_on_sigterm, run_suite
+from tgs.intercept.cpu_priority import NICE_MAX, NICE_MIN, OPPORTUNISTIC_NICE
 from tgs.intercept.locate import build_path
 from tgs.testbed.frameworks_venv import torch_available
 from tgs.testbed.gpu import GPU_MODES, GpuUnavailable, resolve_gpu
@@ -108,9 +109,13 @@ def _check_built(gpu: str) -> None:
 @click.option("--repeat", "repeats", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Run the scenarios this many times (each with its own solo baselines, in "
                    "run-<i>/) and report each figure's median and spread (repeat.md).")
+@click.option("--opp-cpu-nice", "opp_nice", type=click.IntRange(NICE_MIN, NICE_MAX),
+              default=OPPORTUNISTIC_NICE, show_default=True, metavar="N",
+              help="Opportunistic jobs' CPU nice value under a controller, as tgs-run's "
+                   "default (0: the bench's own; `none` runs never change it).")
 def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu: str,
         use_torch: bool, out: Path | None, as_json: bool, micro: bool | None,
-        no_plots: bool, las: bool | None, repeats: int) -> None:
+        no_plots: bool, las: bool | None, repeats: int, opp_nice: int) -> None:
     """Evaluate TGS policies on a (simulated) GPU: production vs solo, harvest, utilisation,
     reaction time, tail latency, weighted fairness."""
     try:
@@ -128,7 +133,7 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
     out = out or ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     cfg = SuiteConfig(keys=keys, policies=list(policies) or list(POLICIES),
                       budget=QUICK if quick else FULL, gpu=mode, out=out, torch=use_torch,
-                      plots=not no_plots)
+                      plots=not no_plots, opp_nice=opp_nice)
     interrupt_on_sigterm()
     ov = [k for k in keys if k in OV_KEYS]
     plan = ", ".join(p for p in (

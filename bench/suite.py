@@ -38,6 +38,7 @@ from tgs.bench.scenarios import (
     needs_torch,
     use_torch,
 )
+from tgs.intercept.cpu_priority import OPPORTUNISTIC_NICE
 from tgs.testbed.frameworks_venv import torch_available
 
 
@@ -50,6 +51,7 @@ class SuiteConfig:
     out: Path = Path("results")
     torch: bool = False
     static_share: float = 0.3
+    opp_nice: int = OPPORTUNISTIC_NICE   # opportunistic jobs' CPU nice value, as tgs-run's
     plots: bool = True
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)
 
@@ -96,7 +98,7 @@ class Suite:
         t = time.monotonic()
         logdir = self.cfg.out / "logs" / f"{key}-{label.replace(':', '-')}"
         rec = run_jobs(key, label, policy, jobs, self.cfg.gpu, logdir, self.work,
-                       self.cfg.static_share)
+                       self.cfg.static_share, opp_nice=self.cfg.opp_nice)
         save_run(rec, self.cfg.out / "runs" / f"{key}-{label.replace(':', '-')}.json")
         bad = {n: j.error for n, j in rec.jobs.items() if j.error}
         self.cfg.log(f"  {key} {label:<14} {time.monotonic() - t:5.1f} s"
@@ -163,7 +165,7 @@ def run_suite(cfg: SuiteConfig, micro: dict[str, str] | None = None) -> dict[str
     doc: dict[str, Any] = {
         "machine": machine(), "gpu": cfg.gpu, "torch": cfg.torch,
         "command": " ".join(sys.argv), "budget": dataclasses.asdict(cfg.budget),
-        "policies": cfg.policies, "static_share": cfg.static_share,
+        "policies": cfg.policies, "static_share": cfg.static_share, "opp_cpu_nice": cfg.opp_nice,
         "wall_s": round(time.monotonic() - t0, 1), "scenarios": summary,
     }
     if ov:

@@ -12,6 +12,7 @@ from tgs.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LeaseError
 from tgs.controller.lease import take as take_lease
 from tgs.intercept import injection_env
+from tgs.intercept.cpu_priority import NICE_MAX, NICE_MIN, job_niceness, lower_cpu_priority
 from tgs.intercept.locate import prepend_path
 
 from tgs.version import version_option
@@ -69,14 +70,19 @@ def standalone_env(base: Mapping[str, str], mem: int | None) -> dict[str, str]:
               help="Opportunistic jobs: keep the job's allocations in device memory (by "
                    "default they are evictable: production takes their place, they move to "
                    "host memory; docs/oversubscription.md).")
+@click.option("--cpu-nice", type=click.IntRange(NICE_MIN, NICE_MAX), default=None,
+              metavar="N",
+              help="The command's CPU nice value (default: 19 for opportunistic jobs, so they "
+                   "use the CPU production leaves idle too; production's unchanged). It only "
+                   "ever lowers the CPU priority tgs-run itself has.")
 @placement_options
 @click.option("--standalone", is_flag=True,
               help="No controller: only a static memory quota (TGS_MEM_LIMIT), no rate control.")
 @controller_options
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total: int | None,
-        mem_fixed: bool, host_pinned: int | None, device: DeviceArg, standalone: bool,
-        controller: str | None,
+        mem_fixed: bool, cpu_nice: int | None, host_pinned: int | None, device: DeviceArg,
+        standalone: bool, controller: str | None,
         timeout: float, server_key: str | None, client_key: str | None,
         cmd: tuple[str, ...]) -> None:
     """Run CMD as a TGS job: tgs-run [OPTIONS] -- CMD [ARGS...]
@@ -96,21 +102,23 @@ def cli(name: str | None, priority: str, weight: int, mem: int | None, mem_total
     with Supervisor() as sup:
         keys = (server_key, client_key)
         mems = (mem, mem_total or 0, host_pinned or 0)
+        # standalone: no sharing role, so no CPU priority unless asked for
+        nice = cpu_nice if standalone else job_niceness(priority, cpu_nice)
         sys.exit(_run(sup, name, priority, weight, mems, device, standalone,
-                      controller, timeout, keys, list(cmd), mem_fixed))
+                      controller, timeout, keys, list(cmd), mem_fixed, nice or 0))
 
 
 def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
          mems: tuple[int | None, int, int], device: DeviceArg, standalone: bool,
          controller: str | None, timeout: float, keys: tuple[str | None, str | None],
-         cmd: list[str], mem_fixed: bool = False) -> int:
+         cmd: list[str], mem_fixed: bool = False, nice: int = 0) -> int:
     mem, mem_total, host_pinned = mems
     if standalone:
         try:
             env = standalone_env(os.environ, mem)
         except FileNotFoundError as exc:
             fail(PROG, str(exc))
-        return _spawn(sup, cmd, env)
+        return _spawn(sup, cmd, env, nice)
     name = name if name is not None else job_name_from(cmd[0], secrets.token_hex(2))
     client = make_client(controller, timeout, *keys, PROG)
     try:
@@ -133,7 +141,7 @@ def _run(sup: Supervisor, name: str | None, priority: str, weight: int,
             env = job_env(os.environ, reply.get("env") or {})
         except FileNotFoundError as exc:
             fail(PROG, str(exc))
-        return _spawn(sup, cmd, env)
+        return _spawn(sup, cmd, env, nice)
     finally:
         if lease_fd is not None:
             os.close(lease_fd)                   # processes of the tree may still hold it
@@ -167,7 +175,13 @@ def _release(client: Client, name: str, when_idle: bool) -> None:
         client.close()
 
 
-def _spawn(sup: Supervisor, cmd: list[str], env: dict[str, str]) -> int:
+def _spawn(sup: Supervisor, cmd: list[str], env: dict[str, str], nice: int) -> int:
+    if nice:
+        try:
+            lower_cpu_priority(nice)      # this thread spawns the command: it inherits it
+        except OSError as exc:
+            click.echo(f"{PROG}: warning: cannot set the CPU nice value {nice} ({exc}): the "
+                       "command runs at tgs-run's", err=True)
     try:
         return sup.run(cmd, env)
     except SpawnError as exc:

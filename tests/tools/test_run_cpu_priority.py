@@ -1,0 +1,50 @@
+"""tgs-run starts an opportunistic job at the lowest CPU priority (nice 19) and production at
+its own: where they share CPUs, the opportunistic job uses the CPU production leaves idle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+from tgs.tools import run as run_mod
+from tools_helpers import Ctl, tool
+
+NICE = [sys.executable, "-c", "import os; print(os.nice(0))"]
+OWN = os.getpriority(os.PRIO_PROCESS, 0)      # what tgs-run inherits from this test
+
+
+def _nice(ctl: Ctl, *opts: str) -> int:
+    r = ctl.run("tgs-run", *opts, "--", *NICE)
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.strip())
+
+
+def test_opportunistic_jobs_get_the_lowest_cpu_priority_production_keeps_its_own(
+        ctl: Ctl) -> None:
+    assert _nice(ctl, "--priority", "opportunistic") == max(19, OWN)
+    assert _nice(ctl) == max(19, OWN)                      # tgs-run's default role
+    assert _nice(ctl, "--priority", "production") == OWN
+
+
+def test_cpu_nice_sets_it_and_never_raises_the_priority(ctl: Ctl) -> None:
+    assert _nice(ctl, "--cpu-nice", "5") == max(5, OWN)
+    assert _nice(ctl, "--priority", "production", "--cpu-nice", "3") == max(3, OWN)
+    assert _nice(ctl, "--cpu-nice", "0") == OWN            # 0: the launcher's own
+
+
+def test_standalone_changes_it_only_when_asked(sim_env: dict[str, str]) -> None:
+    env = {**sim_env, "TGS_CONTROLLER": "ipc:///nonexistent/control.sock"}
+    for opts, want in (((), OWN), (("--cpu-nice", "7"), max(7, OWN))):
+        r = subprocess.run([tool("tgs-run"), "--standalone", *opts, "--", *NICE], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and int(r.stdout) == want, r.stderr
+
+
+def test_a_nice_value_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
+    for bad in ("20", "-1", "x"):
+        r = CliRunner().invoke(run_mod.cli, ["--controller", str(tmp_path / "c.sock"),
+                                             "--cpu-nice", bad, "--", "true"])
+        assert r.exit_code == run_mod.EXIT_WRAPPER and "--cpu-nice" in r.output, r.output

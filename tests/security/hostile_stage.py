@@ -114,6 +114,17 @@ class Runner:
     def progress(self) -> list[ProgressRecord]:
         return parse_output(self.out.read_text(errors="replace"))[2]
 
+    def wait_running(self, seconds: float, limit_s: float = 30.0) -> None:
+        """Until its progress lines span `seconds`: a new job competes at its steady share
+        only after its start-up (registration, the policy's next periods), which a loaded
+        machine stretches, and a control window must not catch it half started."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            stamps = [r.mono_s for r in self.progress() if r.mono_s is not None]
+            if self.proc.poll() is not None or (stamps and stamps[-1] - stamps[0] >= seconds):
+                return
+            time.sleep(0.05)
+
     def rate(self, t0: float, t1: float, forgive_s: float = 0.0) -> float:
         """Iterations per second between monotonic times t0 and t1 (0 if it made none),
         leaving out the stretch of at least ``forgive_s`` in which it made the fewest."""

@@ -246,6 +246,18 @@ static bool is_prod(int k)
            e->priority == TGS_PRIORITY_PRODUCTION;
 }
 
+/* The first production job at index k or after (TGS_DEV_MAX_JOBS: none, or no device table
+ * mapped); FOR_EACH_PROD walks them all. */
+static int prod_from(int k)
+{
+    if (!tgs_g.peers.region)
+        return TGS_DEV_MAX_JOBS;
+    while (k < TGS_DEV_MAX_JOBS && !is_prod(k))
+        k++;
+    return k;
+}
+#define FOR_EACH_PROD(k) for (int k = prod_from(0); k < TGS_DEV_MAX_JOBS; k = prod_from(k + 1))
+
 static bool busy_at(int k)
 {
     /* more than plausible still only means "busy": production is entitled to it */
@@ -254,10 +266,8 @@ static bool busy_at(int k)
 
 bool tgs_prod_busy(void)
 {
-    if (!tgs_g.peers.region)
-        return false;
-    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-        if (is_prod(k) && busy_at(k))
+    FOR_EACH_PROD(k)
+        if (busy_at(k))
             return true;
     return false;
 }
@@ -284,11 +294,7 @@ uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
 {
     uint64_t end = 0, hi = 0, fb_since = 0, fb_end = 0;
     *idle = 0;
-    if (!tgs_g.peers.region)
-        return 0;
-    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
-        if (!is_prod(k))
-            continue;
+    FOR_EACH_PROD(k) {
         const struct tgs_pub *p = pub_at(k);
         uint64_t since = __atomic_load_n(&p->idle_since_ns, __ATOMIC_ACQUIRE);
         uint64_t pred = __atomic_load_n(&p->gap_pred_ns, __ATOMIC_ACQUIRE);
@@ -321,11 +327,7 @@ uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
  * as long as it stays in the ring. */
 bool tgs_prod_gaps_spread(uint64_t spread)
 {
-    if (!tgs_g.peers.region)
-        return false;
-    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
-        if (!is_prod(k))
-            continue;
+    FOR_EACH_PROD(k) {
         const struct tgs_pub *p = pub_at(k);
         uint64_t lo1 = UINT64_MAX, lo2 = UINT64_MAX, hi = 0;
         for (int i = 0; i < TGS_GAP_RING; i++) {
@@ -349,36 +351,30 @@ bool tgs_prod_gaps_spread(uint64_t spread)
 uint64_t tgs_prod_gap_max(void)
 {
     uint64_t hi = 0;
-    if (tgs_g.peers.region)
-        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-            if (is_prod(k)) {
-                uint64_t g = ring_max(pub_at(k));
-                hi = g > hi ? g : hi;
-            }
+    FOR_EACH_PROD(k) {
+        uint64_t g = ring_max(pub_at(k));
+        hi = g > hi ? g : hi;
+    }
     return hi;
 }
 
 uint64_t tgs_prod_gap_last(void)
 {
     uint64_t last = 0;
-    if (tgs_g.peers.region)
-        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-            if (is_prod(k)) {
-                const struct tgs_pub *p = pub_at(k);
-                uint64_t i = __atomic_load_n(&p->gap_idx, __ATOMIC_RELAXED);
-                if (i)
-                    last = __atomic_load_n(&p->gap_ns[(i - 1) % TGS_GAP_RING], __ATOMIC_RELAXED);
-            }
+    FOR_EACH_PROD(k) {
+        const struct tgs_pub *p = pub_at(k);
+        uint64_t i = __atomic_load_n(&p->gap_idx, __ATOMIC_RELAXED);
+        if (i)
+            last = __atomic_load_n(&p->gap_ns[(i - 1) % TGS_GAP_RING], __ATOMIC_RELAXED);
+    }
     return last;
 }
 
 uint64_t tgs_prod_seq(void)
 {
     uint64_t sum = 0;
-    if (tgs_g.peers.region)
-        for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-            if (is_prod(k))
-                sum += __atomic_load_n(&pub_at(k)->busy_seq, __ATOMIC_ACQUIRE);
+    FOR_EACH_PROD(k)
+        sum += __atomic_load_n(&pub_at(k)->busy_seq, __ATOMIC_ACQUIRE);
     return sum;
 }
 
@@ -386,10 +382,7 @@ int tgs_prod_present(void)
 {
     if (!tgs_peers_refresh() || !tgs_g.peers.region)
         return -1;
-    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++)
-        if (is_prod(k))
-            return 1;
-    return 0;
+    return prod_from(0) < TGS_DEV_MAX_JOBS;
 }
 
 int tgs_opp_jobs(void)
@@ -416,11 +409,7 @@ uint64_t tgs_gap_owner_claim(uint64_t seq, int *owned)
 
 const uint32_t *tgs_prod_futex(uint32_t *val)
 {
-    if (!tgs_g.peers.region)
-        return NULL;
-    for (int k = 0; k < TGS_DEV_MAX_JOBS; k++) {
-        if (!is_prod(k))
-            continue;
+    FOR_EACH_PROD(k) {
         const struct tgs_pub *p = pub_at(k);
         uint32_t v = __atomic_load_n(&p->idle_futex, __ATOMIC_ACQUIRE);
         if (busy_at(k)) {

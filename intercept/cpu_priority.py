@@ -5,7 +5,8 @@ production through the host CPU either (a PyTorch job spends a core launching ke
 A launcher sets it in the thread that spawns the job (on Linux the nice value is per thread and
 a child inherits its parent thread's): tgs-run does, with --cpu-nice to change it.  It orders
 the CPU only among processes of one CPU cgroup and one autogroup (one container, one batch job,
-one shell session); between containers the CPU cgroup's weight does (a pod's CPU requests).
+one shell session); between containers the CPU cgroup's weight does (tgs-inject run gives an
+opportunistic container the lowest; a pod's comes from its CPU requests).
 An unprivileged process cannot lower its nice value again: a job promoted to production while
 it runs keeps its CPU priority until it is started again (docs/usage.md).
 """

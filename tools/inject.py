@@ -100,8 +100,16 @@ def split_engine(cmd: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return list(cmd[: i + 1]), list(cmd[i + 1:])
 
 
-def engine_flags(plan: Plan) -> list[str]:
+# an opportunistic container's CPU weight: the lowest share (cgroup v2: weight 1 of the default
+# 100), the container side of tgs-run's nice 19 (intercept/cpu_priority.py); the engines take
+# the last of a repeated flag, so the user's own --cpu-shares after `run` wins
+OPPORTUNISTIC_CPU_SHARES = 2
+
+
+def engine_flags(plan: Plan, priority: str = "production") -> list[str]:
     out: list[str] = []
+    if priority == "opportunistic":
+        out += ["--cpu-shares", str(OPPORTUNISTIC_CPU_SHARES)]
     for m in plan.mounts:
         out += ["-v", f"{m.host}:{m.container}:{'ro' if m.readonly else 'rw'}"]
     for kv in plan.env_list():
@@ -162,7 +170,7 @@ def run_cmd(ctx: click.Context, name: str | None, priority: str, weight: int,
                 except InjectError as exc:
                     keep = False
                     fail(PROG, str(exc))
-            new = head + engine_flags(plan) + rest
+            new = head + engine_flags(plan, priority) + rest
             if print_only:
                 click.echo(shlex.join(new))
                 code = 0

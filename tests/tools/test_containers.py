@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,6 +99,25 @@ def test_inject_run_quota_and_cleanup(sctl: Ctl, rootfs: Path) -> None:
     assert start["pid"] == 1 and start["mem"]["total"] == GIB   # /etc/ld.so.preload did it
     assert summary["type"] == "summary" and summary["iters"] > 0
     assert name not in sctl.jobs()                                 # unregistered at the end
+
+
+def test_inject_run_gives_opportunistic_containers_the_lowest_cpu_share(sctl: Ctl,
+                                                                         rootfs: Path) -> None:
+    """The container side of tgs-run's nice 19: the engine sets the container's CPU cgroup."""
+    shutil.copy2(shutil.which("cat") or "/bin/cat", rootfs / "bin" / "cat")  # libc's only
+    shares = {}
+    for prio in ("opportunistic", "production"):
+        name = f"cpu-{prio[:4]}-{secrets.token_hex(3)}"
+        # one of the two exists (cgroup v1 or v2): cat says so for the other
+        r = subprocess.run([tool("tgs-inject"), "run", "--name", name, "--priority", prio,
+                            "--preload-file", "--", *PODMAN, "--rm", "--rootfs", str(rootfs),
+                            "/bin/cat", "/sys/fs/cgroup/cpu/cpu.shares",
+                            "/sys/fs/cgroup/cpu.weight"],
+                           env=sctl.env, capture_output=True, text=True, timeout=60)
+        assert "No such file" in r.stderr, r.stderr
+        shares[prio] = r.stdout.split()
+    assert shares == {"opportunistic": ["2"], "production": ["1024"]} or \
+        shares == {"opportunistic": ["1"], "production": ["100"]}, shares   # cgroup v1 or v2
 
 
 _VANDAL = r"""

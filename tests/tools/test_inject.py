@@ -155,6 +155,15 @@ def test_run_print_rewrites_command(ctl: Ctl) -> None:
     assert "TGS_SEGMENT=/run/tgs/seg/printed.seg" in envs
     assert not any(e.startswith("LD_PRELOAD=") for e in envs)
     assert ctl.jobs()["printed"]["mem_quota"] == 2 << 30      # kept for the printed command
+    # an opportunistic container (the default) gets the lowest CPU share, as tgs-run's nice 19;
+    # the user's own flag comes after it (the engines take the last one)
+    assert argv[2:4] == ["--cpu-shares", "2"]
+    for prio, cpu in (("production", []), ("opportunistic", ["--cpu-shares", "2"])):
+        r = invoke(ctl, "run", "--priority", prio, "--print", "--", "podman", "run",
+                   "--cpu-shares", "512", "img:1")
+        argv = shlex.split(r.output)
+        assert r.exit_code == 0 and argv[2:2 + len(cpu)] == cpu, r.output
+        assert argv[-3:] == ["--cpu-shares", "512", "img:1"]
     r = invoke(ctl, "run", "--", "kubectl", "run", "x")
     assert r.exit_code == 2 and "podman" in r.output
 

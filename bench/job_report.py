@@ -42,13 +42,18 @@ def quantile(s: list[float], p: float) -> float:
 class Progress:
     """Iteration latencies of one run, a `progress` line every report_ms, the `summary`."""
 
-    def __init__(self, name: str, report_ms: float, start: float) -> None:
+    def __init__(self, name: str, report_ms: float, start: float,
+                 step_times: bool = False) -> None:
         self.name, self.report_ms, self.start = name, report_ms, start
         self.lat: list[float] = []
+        # with step_times: each step's (end, CLOCK_MONOTONIC s; ms) in the summary's `steps`
+        self.steps: list[list[float]] | None = [] if step_times else None
         self._last, self._last_iters = start, 0
 
     def step(self, now: float, lat_ms: float) -> None:
         self.lat.append(lat_ms)
+        if self.steps is not None:
+            self.steps.append([round(now, 5), round(lat_ms, 4)])
         if self.report_ms > 0 and (now - self._last) * 1000 >= self.report_ms:
             emit("progress", self.name, t_s=now - self.start, iters=len(self.lat),
                  window_s=now - self._last, window_iters=len(self.lat) - self._last_iters,
@@ -61,4 +66,5 @@ class Progress:
              it_per_s=len(s) / elapsed if elapsed > 0 else 0.0,
              lat_ms={"mean": sum(s) / len(s) if s else 0.0, "p50": quantile(s, 0.5),
                      "p99": quantile(s, 0.99), "p999": quantile(s, 0.999),
-                     "min": s[0] if s else 0.0, "max": s[-1] if s else 0.0}, **extra)
+                     "min": s[0] if s else 0.0, "max": s[-1] if s else 0.0},
+             **({"steps": self.steps} if self.steps is not None else {}), **extra)

@@ -19,7 +19,16 @@ METRICS = (
     ("p999_vs_solo", "p99.9/solo"),
     ("harvest", "harvest"),
     ("opp_vs_solo", "opp/solo"),
+    ("paired.p99_on_vs_off", "p99 on/off (T7, T8)"),     # bench/paired.py
 )
+
+
+def _figure(results: dict[str, Any], path: str) -> Any:
+    """results["a"]["b"] for "a.b" (None where a step is missing)."""
+    v: Any = results
+    for part in path.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,9 @@ def summarise(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Sprea
             figures: dict[str, Spread] = {}
             for metric, _ in METRICS:
                 vals = tuple(float(v) for d in docs
-                             if isinstance(v := d.get("scenarios", {}).get(key, {})
-                                           .get("policies", {}).get(pol, {}).get(metric),
+                             if isinstance(v := _figure(d.get("scenarios", {}).get(key, {})
+                                                        .get("policies", {}).get(pol, {}),
+                                                        metric),
                                            (int, float)) and not isinstance(v, bool))
                 if vals:
                     figures[metric] = Spread(vals)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tgs.bench import oversub, plots
+from tgs.bench import oversub, paired, plots
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.numba_job import available as numba_available
 from tgs.bench.overhead import cpu_model
@@ -209,6 +209,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lat = latency_markdown(doc["scenarios"])
     if lat:
         out += ["", "Inference (production = a server): request latency, ms (x solo)", "", lat]
+    pair = paired.markdown(doc["scenarios"])
+    if pair:
+        out += ["", "Paired (T7, T8): production's step times with the opportunistic job running "
+                "and paused, in the same run", "", pair]
     tgs = tgs_markdown(doc["scenarios"])
     if tgs:
         out += ["", "`tgs`: profiling and convergence (s after production and opportunistic "

@@ -1,11 +1,11 @@
-"""The PyTorch scenarios T1-T6: every job a real PyTorch program (bench/torch_train.py or
+"""The PyTorch scenarios T1-T8: every job a real PyTorch program (bench/torch_train.py or
 bench/torch_infer.py) run by the frameworks venv's interpreter (make frameworks), on the
 simulator or a real GPU.  Selected by name only (tgs-bench --scenario T1 ...), never in the
 default suite: each run pays PyTorch's import and warm-up (3-6 s on a 2-core machine) before
 its clock starts, and a suite without the venv would skip them anyway.
 
 Shapes (the GPU times are measured on the simulator, whose kernels take threads x 1 ns:
-python -m tgs.bench.torch_calibrate, docs/benchmarks.md "PyTorch scenarios (T1-T6)"):
+python -m tgs.bench.torch_calibrate, docs/benchmarks.md "PyTorch scenarios (T1-T8)"):
 - T1: production = a 4-layer MLP trained with Adam, synchronizing every step (it reads the
   loss), 4 ms host gap; PROD_HIDDEN makes its GPU time ~3 ms a step.  Opportunistic = a
   saturating SGD MLP of width 4096, no gap.
@@ -14,6 +14,8 @@ python -m tgs.bench.torch_calibrate, docs/benchmarks.md "PyTorch scenarios (T1-T
   (forward, backward, SGD) of ~8 ms: every launch longer than production's gaps.
 - T4-T6: production = an inference server (one forward per request, Poisson arrivals) at 30,
   60, 90 % of its measured capacity, next to T1's opportunistic job: request latency tails.
+- T7, T8: T1 and T2 paired: the opportunistic job pauses every other second, and production's
+  steps beside it and alone in the same run give its p99 ratio (bench/paired.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tgs.bench.scenarios import (
     JobDef,
     Scenario,
     TorchJob,
+    TorchOpt,
     torch_job,
 )
 from tgs.testbed.workload import WorkloadSpec
@@ -71,6 +74,22 @@ TRAINING = {
 }
 
 
+# T7, T8: T1 and T2 paired: the opportunistic job alternates 1 s of work with 1 s of pause
+# and production records every step, so its steps beside the opportunistic job and alone come
+# from the same run (bench/paired.py); twice T1's length, for as many steps in each half
+DUTY = "1:1"
+PAIRED = {
+    "T7": ("PyTorch: T1 paired (opportunistic 1 s on, 1 s paused): production's p99 on/off",
+           "T1"),
+    "T8": ("PyTorch: T2 paired (opportunistic 1 s on, 1 s paused): production's p99 on/off",
+           "T2"),
+}
+
+
+def _with(job: TorchJob, **options: TorchOpt) -> TorchJob:
+    return TorchJob(job.program, job.options + tuple(options.items()))
+
+
 def _job(name: str, role: str, torch: TorchJob, start_s: float, seconds: float) -> JobDef:
     spec = WorkloadSpec(name=name, report_ms=REPORT_MS)     # only its reporting counts
     return JobDef(name, role, spec, start_s, seconds, torch=torch)
@@ -90,6 +109,11 @@ def build(key: str, prod_s: float, lead_s: float) -> Scenario:
     if key in TRAINING:
         title, prod, opp = TRAINING[key]
         return pair(key, title, prod, opp, prod_s, lead_s)
+    if key in PAIRED:
+        title, like = PAIRED[key]
+        _, prod, opp = TRAINING[like]
+        return pair(key, title, _with(prod, step_times=True), _with(opp, duty=DUTY),
+                    2 * prod_s, lead_s)
     if key in INFERENCE_LOADS:
         load = INFERENCE_LOADS[key]
         job = infer_job(load)

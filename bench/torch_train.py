@@ -2,7 +2,7 @@
 
     python -m tgs.bench.torch_train [--seconds 10] [--hidden 1024] [--gap-ms 2] [--report-ms 50]
                                     [--sync-every N] [--optim sgd|adam] [--graph]
-                                    [--go-signal]
+                                    [--duty ON_S:OFF_S] [--step-times] [--go-signal]
 
 A few-layer MLP trained on one fixed random batch (no data loading: a host gap of --gap-ms
 after each step stands in for it; --phases G:S,... cycles gaps like the workload's).  With
@@ -57,6 +57,16 @@ def _gap_at(phases: list[tuple[float, float]], gap_ms: float, t: float) -> float
     return phases[-1][0]
 
 
+def _duty(text: str | None) -> tuple[float, float]:
+    if text is None:
+        return math.inf, 0.0
+    on, sep, off = text.partition(":")
+    a, b = float(on), float(off) if sep else math.nan
+    if not (math.isfinite(a) and math.isfinite(b)) or a <= 0 or b <= 0:
+        raise ValueError(text)
+    return a, b
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="PyTorch MLP training loop on synthetic data")
     ap.add_argument("--name", default="torch")
@@ -73,7 +83,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--sync-every", type=int, default=1, help="read the loss every N steps")
     ap.add_argument("--optim", choices=["sgd", "adam"], default="sgd")
     ap.add_argument("--graph", action="store_true", help="replay the step as a CUDA graph")
+    ap.add_argument("--duty", default=None, metavar="ON_S:OFF_S",
+                    help="run ON_S, then synchronize and pause OFF_S (a `pause` line each), "
+                         "cycled: the paired scenarios' opportunistic job")
+    ap.add_argument("--step-times", action="store_true",
+                    help="each step's end time and length in the summary (`steps`)")
     a = ap.parse_args(argv)
+    try:
+        a.duty_on, a.duty_off = _duty(a.duty)
+    except ValueError:
+        ap.error(f"--duty: expected ON_S:OFF_S, two positive seconds, got {a.duty!r}")
     try:
         a.phase_list = _phases(a.phases)
     except ValueError as exc:
@@ -145,12 +164,21 @@ def main(argv: list[str] | None = None) -> int:
          device_name=torch.cuda.get_device_name(dev), torch=torch.__version__,
          config={"batch": a.batch, "hidden": a.hidden, "layers": a.layers,
                  "gap_ms": a.gap_ms, "seconds": a.seconds, "report_ms": a.report_ms,
-                 "sync_every": a.sync_every, "optim": a.optim, "graph": a.graph})
+                 "sync_every": a.sync_every, "optim": a.optim, "graph": a.graph,
+                 "duty": a.duty, "step_times": a.step_times})
     start = time.monotonic()
-    run_lat = Progress(a.name, a.report_ms, start)
+    run_lat = Progress(a.name, a.report_ms, start, a.step_times)
     loss = math.nan
+    on_since = start
     while not stop["now"] and time.monotonic() - start < a.seconds:
         t0 = time.monotonic()
+        if t0 - on_since >= a.duty_on:          # --duty: idle, its queue drained
+            torch.cuda.synchronize(dev)
+            paused = time.monotonic()
+            time.sleep(max(0.0, min(a.duty_off, start + a.seconds - paused)))
+            on_since = time.monotonic()
+            emit("pause", a.name, from_s=paused, to_s=on_since)
+            continue
         v = step()
         loss = v if not math.isnan(v) else loss
         gap = _gap_at(a.phase_list, a.gap_ms, t0 - start)

@@ -331,11 +331,12 @@ def run_workload(spec: WorkloadSpec, env: dict[str, str] | None = None,
         return handle.wait(timeout)
 
 
-EVENT_TYPES = ("alloc", "free", "check")
+EVENT_TYPES = ("alloc", "free", "check", "pause")   # pause: a PyTorch job's --duty
 
 
 def parse_events(stdout: str) -> list[dict[str, Any]]:
-    """The memory schedule's lines (--ramp-every-ms, --free-at-s, --verify), in order."""
+    """The memory schedule's lines (--ramp-every-ms, --free-at-s, --verify) and pauses, in
+    order."""
     out = []
     for line in stdout.splitlines():
         line = line.strip()

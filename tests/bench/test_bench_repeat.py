@@ -44,6 +44,16 @@ def test_a_run_without_a_figure_is_left_out_of_its_column() -> None:
 
 
 @pytest.mark.timeout(20)
+def test_the_paired_p99_is_summarised_from_its_nested_figure() -> None:
+    docs = [_doc(adaptive={"paired": {"p99_on_vs_off": 1.02}}),
+            _doc(adaptive={"paired": None}),                    # nothing paired in that run
+            _doc(adaptive={"paired": {"p99_on_vs_off": 1.06}})]
+    s = repeat.summarise(docs)["T2"]["adaptive"]
+    assert s["paired.p99_on_vs_off"].runs == (1.02, 1.06)
+    assert s["paired.p99_on_vs_off"].median == pytest.approx(1.04)
+
+
+@pytest.mark.timeout(20)
 def test_markdown_and_json_carry_every_run() -> None:
     docs = [_doc(adaptive={"harvest": 0.61, "prod_vs_solo": 1.0}),
             _doc(adaptive={"harvest": 0.55, "prod_vs_solo": 0.98})]
@@ -52,7 +62,7 @@ def test_markdown_and_json_carry_every_run() -> None:
     assert "2 identical runs" in md
     row = next(line for line in md.splitlines() if line.startswith("| T2 | adaptive"))
     assert "0.58 (0.61 / 0.55; spread 0.06)" in row
-    assert row.count(" - ") == 3                     # p99, p99.9, opp/solo not measured
+    assert row.count(" - ") == 4             # p99, p99.9, opp/solo, paired p99 not measured
     js = repeat.as_json(s)
     assert js["T2"]["adaptive"]["harvest"]["runs"] == [0.61, 0.55]
     assert js["T2"]["adaptive"]["prod_vs_solo"]["spread"] == pytest.approx(0.02)

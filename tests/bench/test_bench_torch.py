@@ -1,4 +1,4 @@
-"""The PyTorch scenarios T1-T6: their definitions, command lines, solo sharing, skip and the
+"""The PyTorch scenarios T1-T8: their definitions, command lines, solo sharing, skip and the
 go-signal start protocol (no PyTorch needed), and one short T1 run end to end (slow; skipped
 without the frameworks venv)."""
 

@@ -35,6 +35,24 @@ def test_training_loop(fw_python: Path, fw_env: dict[str, str], mode: list[str])
     assert out[0]["config"]["graph"] == ("--graph" in mode)
 
 
+def test_duty_pauses_and_step_times(fw_python: Path, fw_env: dict[str, str]) -> None:
+    """--duty ON:OFF pauses between stretches of work (a `pause` line each, the run's clock);
+    --step-times puts each step's end and length in the summary."""
+    out = _lines(fw_python, "torch_train", fw_env, "--seconds", "1.6", "--hidden", "256",
+                 "--gap-ms", "1", "--duty", "0.3:0.3", "--step-times")
+    pauses = [o for o in out if o["type"] == "pause"]
+    summary = out[-1]
+    assert 2 <= len(pauses) <= 3, pauses
+    for p in pauses[:-1]:       # the last one may be cut short by the run's end
+        assert 0.25 <= p["to_s"] - p["from_s"] <= 0.6, p
+    assert 0 < pauses[-1]["to_s"] - pauses[-1]["from_s"] <= 0.6
+    steps = summary["steps"]
+    assert len(steps) == summary["iters"] > 10
+    for end, ms in steps:       # no step spans a pause: the pause is not a step
+        assert not any(p["from_s"] < end - ms / 1000 < p["to_s"] for p in pauses)
+    assert [e for e, _ in steps] == sorted(e for e, _ in steps)
+
+
 def test_inference_server(fw_python: Path, fw_env: dict[str, str]) -> None:
     out = _lines(fw_python, "torch_infer", fw_env, "--seconds", "1.5", "--rate", "100",
                  "--hidden", "256", "--report-ms", "200")
@@ -47,7 +65,10 @@ def test_inference_server(fw_python: Path, fw_env: dict[str, str]) -> None:
 
 
 def test_bad_arguments_exit_2(fw_python: Path, fw_env: dict[str, str]) -> None:
-    for module, bad in (("torch_infer", "--rate=-1"), ("torch_train", "--sync-every=0")):
+    for module, bad, needle in (("torch_infer", "--rate=-1", "must be positive"),
+                                ("torch_train", "--sync-every=0", "must be positive"),
+                                ("torch_train", "--duty=1", "ON_S:OFF_S"),
+                                ("torch_train", "--duty=1:-2", "ON_S:OFF_S")):
         p = subprocess.run([str(fw_python), str(ROOT / "bench" / f"{module}.py"), bad],
                            env=fw_env, capture_output=True, text=True, timeout=60)
-        assert p.returncode == 2 and "must be positive" in p.stderr
+        assert p.returncode == 2 and needle in p.stderr, p.stderr

@@ -26,7 +26,7 @@ from typing import Any
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import TORCH_PROGRAMS, JobDef
 from tgs.client import Client, ControllerUnavailable
-from tgs.intercept.cpu_priority import OPPORTUNISTIC_NICE, spawn_at
+from tgs.intercept.cpu_priority import OPPORTUNISTIC_NICE, job_niceness, spawn_at
 from tgs.testbed.frameworks_venv import torch_python
 from tgs.testbed.gpu import BusySeries, job_env, make_sampler
 from tgs.testbed.workload import ProgressRecord, parse_events, parse_output
@@ -260,7 +260,8 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
         env = {**torch_caches(work), **env}     # the user's own cache settings win
     procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     runs = {j.name: JobRun(j.name, j.role, j.weight, j.start_s) for j in jobs}
-    nices = {j.name: opp_nice if not j.production and policy not in (None, "none") else 0
+    managed = policy not in (None, "none")      # tgs-run's role default applies
+    nices = {j.name: job_niceness(j.role, None if j.production else opp_nice) if managed else 0
              for j in jobs}
     sampler = make_sampler(gpu, sim_state)
     mem_sampler = make_mem_sampler(gpu, sim_state) if memory else None

@@ -107,6 +107,7 @@ class JobRun:
     start_s: float
     pid: int = 0
     nice: int | None = None     # its CPU nice value, read from the process once started
+    preload: str | None = None  # the LD_PRELOAD it ran with (the controller's reply names it)
     returncode: int | None = None
     start: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
@@ -133,7 +134,7 @@ class JobRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role, "weight": self.weight, "pid": self.pid,
-                "nice": self.nice, "returncode": self.returncode, "error": self.error,
+                "nice": self.nice, "preload": self.preload, "returncode": self.returncode, "error": self.error,
                 "stopped": self.stopped, "summary": self.summary, "events": self.events,
                 "cumulative": [[round(t, 4), it] for t, it in self.cumulative()]}
 
@@ -219,8 +220,9 @@ def _launch(job: JobDef, env: dict[str, str], logdir: Path,
     return proc, out, err
 
 
-def _started(run: JobRun, proc: subprocess.Popen[bytes]) -> None:
+def _started(run: JobRun, proc: subprocess.Popen[bytes], env: dict[str, str]) -> None:
     run.pid = proc.pid
+    run.preload = env.get("LD_PRELOAD")
     try:
         run.nice = os.getpriority(os.PRIO_PROCESS, proc.pid)    # its main thread's
     except OSError:
@@ -305,7 +307,7 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
             names = []
             for j in group:
                 procs[j.name] = _launch(j, envs[j.name], logdir, nices[j.name])
-                _started(runs[j.name], procs[j.name][0])
+                _started(runs[j.name], procs[j.name][0], envs[j.name])
                 names.append(j.name)
             _wait_ready(procs, runs, names)
         t0 = time.monotonic() + 0.2
@@ -315,7 +317,7 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
                 _go(procs[j.name][0])
                 continue
             procs[j.name] = _launch(j, envs[j.name], logdir, nices[j.name])
-            _started(runs[j.name], procs[j.name][0])
+            _started(runs[j.name], procs[j.name][0], envs[j.name])
         _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds
                                     + (NUMBA_GRACE_S if j.numba else 0.0) for j in jobs})
         if ctl is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +52,23 @@ def test_tiny_suite_report_structure_and_sane_numbers(
     rec = json.loads((out / "runs" / "S1-adaptive.json").read_text())
     assert all(not psutil.pid_exists(j["pid"]) or psutil.Process(j["pid"]).status() == "zombie"
                for j in rec["jobs"].values())
+
+
+@pytest.mark.timeout(90)
+def test_tgs_shim_lib_reaches_every_job_for_a_side_by_side_run(
+        tmp_path: Path, shim_lib: Path, sim_lib: Path, workload_bin: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`TGS_SHIM_LIB=<another build> tgs-bench ...` runs that build: the controller the bench
+    starts names it in its replies, and each job's record says what it preloaded."""
+    other = tmp_path / "other" / "libtgs.so"
+    other.parent.mkdir()
+    shutil.copy(shim_lib, other)
+    monkeypatch.setenv("TGS_SHIM_LIB", str(other))
+    out = tmp_path / "res"
+    run_suite(SuiteConfig(keys=["S1"], policies=["adaptive"], budget=TINY, gpu="sim", out=out,
+                          log=lambda s: None, plots=False))
+    rec = json.loads((out / "runs" / "S1-adaptive.json").read_text())
+    assert {j["preload"] for j in rec["jobs"].values()} == {str(other)}, rec["jobs"]
 
 
 @pytest.mark.timeout(30)

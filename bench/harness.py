@@ -134,8 +134,9 @@ class JobRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role, "weight": self.weight, "pid": self.pid,
-                "nice": self.nice, "preload": self.preload, "returncode": self.returncode, "error": self.error,
-                "stopped": self.stopped, "summary": self.summary, "events": self.events,
+                "nice": self.nice, "preload": self.preload, "returncode": self.returncode,
+                "error": self.error, "stopped": self.stopped, "summary": self.summary,
+                "events": self.events,
                 "cumulative": [[round(t, 4), it] for t, it in self.cumulative()]}
 
 

@@ -48,8 +48,13 @@
  * within a millisecond or so and, being the shortest of the recent drain gaps, makes the next
  * ones look as short (sync_hooks.c, gap_predict).  The helper keeps the lengths of the last
  * SETTLE_RING gaps it published (drained to the next launch); one under a third of the
- * longest of them is such a micro-gap, and the settle grows to 3/2 of it (up to
- * SETTLE_MAX_NS), so the next one like it is not published; after a longer gap the settle
+ * second longest of them is such a micro-gap (the second: one long gap, the host held up
+ * once, must not make every regular gap after it look micro), and the settle grows to 3/2
+ * of it (up to SETTLE_MAX_NS), so the next one like it is not published.  A drain published
+ * while the host blocks in a synchronize is not one of them: that gap lasts until the host
+ * has done what follows the synchronize (a run-ahead loop reading its loss every 10 steps
+ * and logging it), so it is longer than the step's own gaps, which it would make look micro
+ * (and then hide: S7's 2 ms gaps beside its 6 ms one every 10 steps).  After a longer gap the settle
  * decays by 1/128 towards TGS_DRAIN_SETTLE_US, so it follows a step that changes (one
  * micro-gap in about 60 steps escapes as it does).  Each is a gap's start delayed by the
  * settle: the price of not publishing micro-gaps, paid by run-ahead jobs only (a
@@ -74,12 +79,21 @@ static void settle_learn(struct tgs_drain *d, uint64_t now)
     uint64_t base = tgs_g.opt.drain_settle_ns, s = d->settle_ns;
     if (!d->drained_t || !base)
         return;
-    uint64_t lasted = now - d->drained_t, longest = 0;
+    uint64_t lasted = now - d->drained_t, longest = 0, second = 0;
     d->drained_t = 0;
+    if (d->drained_sync)
+        return;     /* the host waited on the GPU: what follows is its own, not a drain's */
     d->lasted[d->nlasted++ % SETTLE_RING] = lasted;
-    for (int i = 0; i < SETTLE_RING; i++)
-        longest = d->lasted[i] > longest ? d->lasted[i] : longest;
-    if (3 * lasted < longest) {
+    for (int i = 0; i < SETTLE_RING; i++) {
+        uint64_t v = d->lasted[i];
+        if (v > longest) {
+            second = longest;
+            longest = v;
+        } else if (v > second) {
+            second = v;
+        }
+    }
+    if (3 * lasted < second) {
         if (d->drained_early)
             d->ncounts = 0;     /* the usual end was a micro-gap's: count again */
         uint64_t want = lasted + lasted / 2;
@@ -327,6 +341,7 @@ static void *drain_main(void *arg)
             d->idles++;
             d->early += at_end ? 1 : 0;
             d->drained_early = at_end;
+            d->drained_sync = __atomic_load_n(&d->syncing, __ATOMIC_ACQUIRE) > 0;
             d->drained_t = drained_t;
             spacing = DRAIN_MIN_ROUND_NS;
         } else if (r == 0 && spacing < DRAIN_MAX_ROUND_NS) {
@@ -366,7 +381,8 @@ void tgs_drain_reset(void)
     d->nlasted = 0;
     memset(d->lasted, 0, sizeof(d->lasted));
     d->period_start = d->early = 0;
-    d->drained_early = 0;
+    d->drained_early = d->drained_sync = 0;
+    d->syncing = 0;
     d->ncounts = 0;
     memset(d->counts, 0, sizeof(d->counts));
 }

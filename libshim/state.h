@@ -203,6 +203,9 @@ struct tgs_drain {
     uint32_t ncounts;
     uint64_t early;             /* idles published at a period's usual end, without the settle */
     int drained_early;          /* the last published drain was one of those */
+    int syncing;                /* threads of this process in a blocking synchronize now
+                                 * (sync_hooks.c; atomic) */
+    int drained_sync;           /* the last published drain came while one was */
 };
 
 /* A production process's own record of the gaps it started, by how they started

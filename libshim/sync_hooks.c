@@ -263,11 +263,26 @@ static void stream_done(CUstream s)
         return r; \
     }
 
-DONE_HOOK(cuCtxSynchronize, (void), (), all_done())
-DONE_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), all_done())
-DONE_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream), stream_done(hStream))
-DONE_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream),
-          stream_done(hStream ? hStream : TGS_CU_STREAM_PER_THREAD))
+/* As DONE_HOOK for a call that blocks until the GPU has done the work: while it blocks,
+ * the drain helper knows the host waits on the GPU (drain.c: such a gap is the
+ * synchronize's, not a drain's). */
+#define BLOCKING_HOOK(name, params, args, then) \
+    TGS_EXPORT CUresult name params \
+    { \
+        SYNC_PROLOGUE(name); \
+        __atomic_add_fetch(&tgs_g.drain.syncing, 1, __ATOMIC_RELEASE); \
+        CUresult r = tgs_g.real.name args; \
+        __atomic_sub_fetch(&tgs_g.drain.syncing, 1, __ATOMIC_RELEASE); \
+        if (r == CUDA_SUCCESS) \
+            then; \
+        return r; \
+    }
+
+BLOCKING_HOOK(cuCtxSynchronize, (void), (), all_done())
+BLOCKING_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), all_done())
+BLOCKING_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream), stream_done(hStream))
+BLOCKING_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream),
+              stream_done(hStream ? hStream : TGS_CU_STREAM_PER_THREAD))
 DONE_HOOK(cuStreamQuery, (CUstream hStream), (hStream), stream_done(hStream))
 DONE_HOOK(cuStreamQuery_ptsz, (CUstream hStream), (hStream),
           stream_done(hStream ? hStream : TGS_CU_STREAM_PER_THREAD))
@@ -285,7 +300,7 @@ static void event_done(CUevent e)
     }
 }
 
-DONE_HOOK(cuEventSynchronize, (CUevent hEvent), (hEvent), event_done(hEvent))
+BLOCKING_HOOK(cuEventSynchronize, (CUevent hEvent), (hEvent), event_done(hEvent))
 DONE_HOOK(cuEventQuery, (CUevent hEvent), (hEvent), event_done(hEvent))
 
 static void note_record(CUevent e)

@@ -14,6 +14,9 @@
  *                     (the GPU drains: a micro-gap), another G us kernel, W us of host
  *                     time (the step's real gap): "steps <rc>"; V=1: step i launches i % 3
  *                     more G us kernels before its gap (steps of varying launch counts)
+ *   loss:N:G:W:E:L    N run-ahead steps of one G us kernel and W us of host time, every
+ *                     E-th step reading its loss instead: cuCtxSynchronize, then L us of
+ *                     host time (logging): "loss <rc>"
  *   sync              cuCtxSynchronize: "sync <rc>"
  *   quit              exit(0) at once, whatever is queued
  */
@@ -68,6 +71,17 @@ static int cmd(const char *c)
             usleep((useconds_t)arg(c, 4));
         }
         printf("steps %d\n", r);
+    } else if (!strncmp(c, "loss:", 5)) {
+        for (unsigned long long i = 1; i <= arg(c, 1) && !r; i++) {
+            r = cuLaunchKernel(fn, (unsigned)arg(c, 2), 1, 1, 1000, 1, 1, 0, NULL, NULL, NULL);
+            if (!r && i % arg(c, 4) == 0) {
+                r = cuCtxSynchronize();
+                usleep((useconds_t)arg(c, 5));
+            } else {
+                usleep((useconds_t)arg(c, 3));
+            }
+        }
+        printf("loss %d\n", r);
     } else if (!strncmp(c, "mark:", 5)) {
         printf("mark %d\n", cuEventRecord(old, stream(arg(c, 1))));
     } else if (!strcmp(c, "waitold")) {

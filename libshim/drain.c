@@ -47,20 +47,24 @@
  * launches in the middle of a step (the host busy in Python); published, such a gap ends
  * within a millisecond or so and, being the shortest of the recent drain gaps, makes the next
  * ones look as short (sync_hooks.c, gap_predict).  The helper keeps the lengths of the last
- * SETTLE_RING gaps it published (drained to the next launch); one under a third of the
- * second longest of them is such a micro-gap (the second: one long gap, the host held up
- * once, must not make every regular gap after it look micro), and the settle grows to 3/2
- * of it (up to SETTLE_MAX_NS), so the next one like it is not published.  A drain published
- * while the host blocks in a synchronize is not one of them: that gap lasts until the host
- * has done what follows the synchronize (a run-ahead loop reading its loss every 10 steps
- * and logging it), so it is longer than the step's own gaps, which it would make look micro
- * (and then hide: S7's 2 ms gaps beside its 6 ms one every 10 steps).  After a longer gap the settle
- * decays by 1/128 towards TGS_DRAIN_SETTLE_US, so it follows a step that changes (one
- * micro-gap in about 60 steps escapes as it does).  Each is a gap's start delayed by the
- * settle: the price of not publishing micro-gaps, paid by run-ahead jobs only (a
- * synchronize publishes its gap at once). */
+ * SETTLE_RING drains it saw (drained to the next launch), those it published and those the
+ * settle held back (timed by watching launch_seq in growing slices while it waits), so the
+ * ring moves with every drain and a warm-up's long pauses leave it after SETTLE_RING drains
+ * whatever the settle hid meanwhile.  A drain under a third of the second longest in the ring
+ * is a micro-gap (the second: one long gap, the host held up once, must not make every
+ * regular gap look micro), and the settle is 3/2 of the longest micro-gap in the ring (at
+ * least TGS_DRAIN_SETTLE_US, at most SETTLE_MAX_NS): it hides the micro-gaps while they keep
+ * coming, and falls back as soon as the ring holds none, so it cannot stay above a step's
+ * real gaps (which, held back, would never have been seen again).  A drain published while
+ * the host blocks in a synchronize is not one of them: that gap lasts until the host has
+ * done what follows the synchronize (a run-ahead loop reading its loss every 10 steps and
+ * logging it), so it is longer than the step's own gaps, which it would make look micro (and
+ * then hide: S7's 2 ms gaps beside its 6 ms one every 10 steps).  Each is a gap's start
+ * delayed by the settle: the price of not publishing micro-gaps, paid by run-ahead jobs only
+ * (a synchronize publishes its gap at once). */
 #define SETTLE_MAX_NS 2000000ull
-#define SETTLE_RING 16
+#define SETTLE_RING 32
+#define SETTLE_SLICE_NS 20000ull    /* the first slice of a settle's wait; then x 3/2 */
 /* The settle is not needed where a busy period ends where it usually does: a training loop
  * launches the same kernels every step, so its step ends after the same number of launches
  * (launch_seq moves), and the drain that follows the step's last launch is its real gap, not a
@@ -74,15 +78,11 @@
 #define PERIOD_RING 8
 #define PERIOD_AGREE 6
 
-static void settle_learn(struct tgs_drain *d, uint64_t now)
+/* A drain that lasted `lasted` joins the ring and the settle follows it; is it a micro-gap?
+ * Caller holds mu. */
+static int settle_note(struct tgs_drain *d, uint64_t lasted)
 {
-    uint64_t base = tgs_g.opt.drain_settle_ns, s = d->settle_ns;
-    if (!d->drained_t || !base)
-        return;
-    uint64_t lasted = now - d->drained_t, longest = 0, second = 0;
-    d->drained_t = 0;
-    if (d->drained_sync)
-        return;     /* the host waited on the GPU: what follows is its own, not a drain's */
+    uint64_t base = tgs_g.opt.drain_settle_ns, longest = 0, second = 0, micro = 0;
     d->lasted[d->nlasted++ % SETTLE_RING] = lasted;
     for (int i = 0; i < SETTLE_RING; i++) {
         uint64_t v = d->lasted[i];
@@ -93,16 +93,40 @@ static void settle_learn(struct tgs_drain *d, uint64_t now)
             second = v;
         }
     }
-    if (3 * lasted < second) {
-        if (d->drained_early)
-            d->ncounts = 0;     /* the usual end was a micro-gap's: count again */
-        uint64_t want = lasted + lasted / 2;
-        if (want > s)
-            s = want < SETTLE_MAX_NS ? want : SETTLE_MAX_NS;
-    } else if (s > base) {
-        s -= (s - base) / 128 + 1;
+    for (int i = 0; i < SETTLE_RING; i++)
+        if (3 * d->lasted[i] < second && d->lasted[i] > micro)
+            micro = d->lasted[i];
+    uint64_t s = micro + micro / 2;
+    d->settle_ns = s < base ? base : s < SETTLE_MAX_NS ? s : SETTLE_MAX_NS;
+    return 3 * lasted < second;
+}
+
+/* A busy period begins: the drain published before it (if any) lasted until now. */
+static void settle_learn(struct tgs_drain *d, uint64_t now)
+{
+    if (!d->drained_t || !tgs_g.opt.drain_settle_ns)
+        return;
+    uint64_t lasted = now - d->drained_t;
+    d->drained_t = 0;
+    if (d->drained_sync)
+        return;     /* the host waited on the GPU: what follows is its own, not a drain's */
+    if (settle_note(d, lasted) && d->drained_early)
+        d->ncounts = 0;     /* the usual end was a micro-gap's: count again */
+}
+
+/* Waits out the settle from `since` in growing slices: 0 if no launch came meanwhile, else
+ * how long the drain lasted (to the slice that saw launch_seq move). */
+static uint64_t settle_wait(uint64_t seq0, uint64_t since, uint64_t settle)
+{
+    for (uint64_t slice = SETTLE_SLICE_NS;; slice += slice / 2) {
+        uint64_t now = tgs_now_ns();
+        if (now - since >= settle)
+            return 0;
+        uint64_t left = settle - (now - since);
+        tgs_sleep_ns(slice < left ? slice : left);
+        if (__atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) != seq0)
+            return tgs_now_ns() - since;
     }
-    d->settle_ns = s < base ? base : s;
 }
 
 /* Does a drain seen at launch_seq seq0 end this busy period where most recent ones ended?
@@ -319,13 +343,13 @@ static void *drain_main(void *arg)
         }
         int same = r == 0 && __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
                    streams_empty(s, k);
-        uint64_t drained_t = same ? tgs_now_ns() : 0, settle = d->settle_ns;
+        uint64_t drained_t = same ? tgs_now_ns() : 0, settle = d->settle_ns, held = 0;
         if (!settle)
             settle = d->settle_ns = tgs_g.opt.drain_settle_ns;
         if (same && settle && !at_end) {
             /* a gap shorter than this is the host between two launches: not published */
-            tgs_sleep_ns(settle);
-            same = __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
+            held = settle_wait(seq0, drained_t, settle);
+            same = !held && __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) == seq0 &&
                    streams_empty(s, k);
         }
 
@@ -337,6 +361,8 @@ static void *drain_main(void *arg)
                                    "idle, production is seen idle at its synchronize calls");
             TGS_RELAXED_STORE(&d->any, 1);
         }
+        if (held && !__atomic_load_n(&d->syncing, __ATOMIC_ACQUIRE))
+            settle_note(d, held);
         if (same && gen == d->gen && d->n == k && tgs_gate_idle_drained(seq0, drained_t)) {
             d->idles++;
             d->early += at_end ? 1 : 0;

@@ -196,7 +196,8 @@ struct tgs_drain {
     uint64_t idles;             /* busy->idle transitions published by the helper */
     uint64_t settle_ns;         /* how long drained before idle is published (adaptive) */
     uint64_t drained_t;         /* when the last published drain was first seen (0: none) */
-    uint64_t lasted[16];        /* SETTLE_RING (drain.c): the last published drains: first seen to the next launch */
+    uint64_t lasted[32];        /* SETTLE_RING (drain.c): the last drains seen, published or
+                                 * held back by the settle: first seen to the next launch */
     uint32_t nlasted;
     uint64_t period_start;      /* launch_seq when this busy period began (0: none yet) */
     uint64_t counts[8];         /* PERIOD_RING (drain.c): launch_seq moves of the last busy periods */

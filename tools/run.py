@@ -12,7 +12,7 @@ from tgs.client import Client, ClientError, ControllerUnavailable
 from tgs.controller.lease import LeaseError
 from tgs.controller.lease import take as take_lease
 from tgs.intercept import injection_env
-from tgs.intercept.cpu_priority import NICE_MAX, NICE_MIN, job_niceness, lower_cpu_priority
+from tgs.intercept.cpu_priority import NICE_MAX, NICE_MIN, job_niceness, spawn_at
 from tgs.intercept.locate import prepend_path
 
 from tgs.version import version_option
@@ -28,7 +28,7 @@ from .common import (
 )
 from .params import EXIT_WRAPPER, JOB_NAME, WEIGHT, Command, DeviceArg
 from .sizes import LIMIT, SIZE, limit_value
-from .supervise import SpawnError, Supervisor
+from .supervise import SpawnError, Supervisor, spawn
 
 PROG = "tgs-run"
 
@@ -176,17 +176,23 @@ def _release(client: Client, name: str, when_idle: bool) -> None:
 
 
 def _spawn(sup: Supervisor, cmd: list[str], env: dict[str, str], nice: int) -> int:
-    if nice:
-        try:
-            lower_cpu_priority(nice)      # this thread spawns the command: it inherits it
-        except OSError as exc:
-            click.echo(f"{PROG}: warning: cannot set the CPU nice value {nice} ({exc}): the "
-                       "command runs at tgs-run's", err=True)
+    """The command at CPU nice value `nice`, started from a short-lived thread at that value
+    (it inherits it): tgs-run's own thread, which forwards signals and unregisters the job at
+    the end, keeps its priority and answers at once however busy the CPUs are."""
     try:
-        return sup.run(cmd, env)
+        pid = spawn_at(nice, lambda: spawn(cmd, env))
     except SpawnError as exc:
         click.echo(f"{PROG}: {exc}", err=True)
         return exc.code
+    except OSError as exc:
+        click.echo(f"{PROG}: warning: cannot set the CPU nice value {nice} ({exc}): the "
+                   "command runs at tgs-run's", err=True)
+        try:
+            pid = spawn(cmd, env)
+        except SpawnError as exc2:
+            click.echo(f"{PROG}: {exc2}", err=True)
+            return exc2.code
+    return sup.wait(pid)
 
 
 def main() -> None:

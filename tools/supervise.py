@@ -58,13 +58,10 @@ class Supervisor:
 
     def run(self, argv: Sequence[str], env: Mapping[str, str]) -> int:
         """Spawn argv with env, forward signals until it ends; its shell-style exit code."""
-        exe = _resolve(argv[0], env)
-        try:
-            # the child starts with an empty mask; exec resets our handlers to default
-            pid = os.posix_spawn(exe, list(argv), dict(env), setsigmask=())
-        except OSError as exc:
-            code = EXIT_NOT_FOUND if exc.errno == 2 else EXIT_NOT_EXECUTABLE
-            raise SpawnError(f"{argv[0]}: {exc.strerror}", code) from None
+        return self.wait(spawn(argv, env))
+
+    def wait(self, pid: int) -> int:
+        """Forward signals to child `pid` until it ends; its shell-style exit code."""
         while True:
             info = signal.sigtimedwait(_WATCH, 0.5)
             if info is not None and info.si_signo in FORWARD and info.si_code != SI_KERNEL:
@@ -75,6 +72,18 @@ class Supervisor:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done == pid:
                 return exit_code(status)
+
+
+def spawn(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Start argv with env (from a thread that blocks the forwarded signals, as every thread
+    started inside a Supervisor does); its pid."""
+    exe = _resolve(argv[0], env)
+    try:
+        # the child starts with an empty mask; exec resets our handlers to default
+        return os.posix_spawn(exe, list(argv), dict(env), setsigmask=())
+    except OSError as exc:
+        code = EXIT_NOT_FOUND if exc.errno == 2 else EXIT_NOT_EXECUTABLE
+        raise SpawnError(f"{argv[0]}: {exc.strerror}", code) from None
 
 
 def _resolve(cmd: str, env: Mapping[str, str]) -> str:

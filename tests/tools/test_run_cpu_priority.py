@@ -3,14 +3,17 @@ its own: where they share CPUs, the opportunistic job uses the CPU production le
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 from click.testing import CliRunner
 from tgs.tools import run as run_mod
-from tools_helpers import Ctl, tool
+from tools_helpers import Ctl, stop, tool, wait_for
 
 NICE = [sys.executable, "-c", "import os; print(os.nice(0))"]
 OWN = os.getpriority(os.PRIO_PROCESS, 0)      # what tgs-run inherits from this test
@@ -27,6 +30,27 @@ def test_opportunistic_jobs_get_the_lowest_cpu_priority_production_keeps_its_own
     assert _nice(ctl, "--priority", "opportunistic") == max(19, OWN)
     assert _nice(ctl) == max(19, OWN)                      # tgs-run's default role
     assert _nice(ctl, "--priority", "production") == OWN
+
+
+def test_tgs_run_itself_keeps_its_priority(ctl: Ctl) -> None:
+    """The command runs at nice 19, tgs-run's own threads at theirs: it forwards signals and
+    unregisters the job at once on a busy machine (at nice 19 that took over 20 s in CI)."""
+    p = subprocess.Popen([tool("tgs-run"), "--", "sleep", "30"], env=ctl.env)
+    children: list[psutil.Process] = []
+    try:
+        assert wait_for(lambda: children.extend(psutil.Process(p.pid).children()) or children)
+        assert children[0].nice() == max(19, OWN)
+        threads = [t.id for t in psutil.Process(p.pid).threads()]
+        assert {t: os.getpriority(os.PRIO_PROCESS, t) for t in threads} == \
+            dict.fromkeys(threads, OWN)
+        p.send_signal(signal.SIGTERM)           # forwarded: the command ends, then tgs-run
+        assert p.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        stop(p)
+        for c in children:                      # by pid, if tgs-run did not forward
+            with contextlib.suppress(psutil.NoSuchProcess):
+                c.kill()
+                c.wait(5)
 
 
 def test_cpu_nice_sets_it_and_never_raises_the_priority(ctl: Ctl) -> None:

@@ -147,9 +147,17 @@ def test_ctrl_c_from_terminal(ctl: Ctl) -> None:
         os.close(master)
 
 
+def _default_dispositions() -> None:
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def test_quit_reaches_plain_child(ctl: Ctl) -> None:
-    """A child with default dispositions dies of the forwarded signal: 128+N comes back."""
-    p = subprocess.Popen([tool("tgs-run"), "--", "sleep", "30"], env=ctl.env)
+    """A child with default dispositions dies of the forwarded signal: 128+N comes back.
+    (Started with them: a test run launched in the background of a non-interactive shell
+    ignores SIGINT and SIGQUIT, and an ignored signal stays ignored across exec.)"""
+    p = subprocess.Popen([tool("tgs-run"), "--", "sleep", "30"], env=ctl.env,
+                         preexec_fn=_default_dispositions)
     try:
         assert wait_for(lambda: ctl.jobs())
         p.send_signal(signal.SIGQUIT)

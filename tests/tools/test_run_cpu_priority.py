@@ -33,8 +33,9 @@ def test_opportunistic_jobs_get_the_lowest_cpu_priority_production_keeps_its_own
 
 
 def test_tgs_run_itself_keeps_its_priority(ctl: Ctl) -> None:
-    """The command runs at nice 19, tgs-run's own threads at theirs: it forwards signals and
-    unregisters the job at once on a busy machine (at nice 19 that took over 20 s in CI)."""
+    """The command runs at nice 19, tgs-run's own threads at theirs: on a busy machine a
+    thread at nice 19 gets the CPU last, and this one forwards signals and unregisters the
+    job."""
     p = subprocess.Popen([tool("tgs-run"), "--", "sleep", "30"], env=ctl.env)
     children: list[psutil.Process] = []
     try:

@@ -50,11 +50,12 @@
  * SETTLE_RING drains it saw (drained to the next launch), those it published and those the
  * settle held back (timed by watching launch_seq in growing slices while it waits), so the
  * ring moves with every drain and a warm-up's long pauses leave it after SETTLE_RING drains
- * whatever the settle hid meanwhile.  A drain under a third of the second longest in the ring
- * is a micro-gap (the second: one long gap, the host held up once, must not make every
- * regular gap look micro), and the settle is 3/2 of the longest micro-gap in the ring (at
- * least TGS_DRAIN_SETTLE_US, at most SETTLE_MAX_NS): it hides the micro-gaps while they keep
- * coming, and falls back as soon as the ring holds none, so it cannot stay above a step's
+ * whatever the settle hid meanwhile.  A drain under a third of a reference is a micro-gap: the
+ * second longest drain in the ring or, if shorter, the length at which the longest drains hold
+ * half the ring's idle time (one long gap, or a few on a loaded machine, the host held up for
+ * milliseconds, must not make every regular gap look micro).  The settle is 3/2 of the longest
+ * micro-gap in the ring (at least TGS_DRAIN_SETTLE_US, at most TGS_DRAIN_SETTLE_MAX_US): it
+ * hides the micro-gaps while they keep coming, and falls back as soon as the ring holds none, so it cannot stay above a step's
  * real gaps (which, held back, would never have been seen again).  A drain published while
  * the host blocks in a synchronize is not one of them: that gap lasts until the host has
  * done what follows the synchronize (a run-ahead loop reading its loss every 10 steps and
@@ -62,7 +63,6 @@
  * then hide: S7's 2 ms gaps beside its 6 ms one every 10 steps).  Each is a gap's start
  * delayed by the settle: the price of not publishing micro-gaps, paid by run-ahead jobs only
  * (a synchronize publishes its gap at once). */
-#define SETTLE_MAX_NS 2000000ull
 #define SETTLE_RING 32
 #define SETTLE_SLICE_NS 20000ull    /* the first slice of a settle's wait; then x 3/2 */
 /* The settle is not needed where a busy period ends where it usually does: a training loop
@@ -78,11 +78,33 @@
 #define PERIOD_RING 8
 #define PERIOD_AGREE 6
 
+/* The length at which the ring's longest drains hold half its idle time: a few drains made
+ * long by a loaded machine (the host or the helper held up for milliseconds) hold less than
+ * the regular gaps together, so they do not move it; a step's real gaps hold most of it. */
+static uint64_t weighted_median(const uint64_t *ring)
+{
+    uint64_t v[SETTLE_RING], total = 0, acc = 0;
+    for (int i = 0; i < SETTLE_RING; i++) {     /* insertion sort, longest first */
+        int j = i;
+        for (; j > 0 && v[j - 1] < ring[i]; j--)
+            v[j] = v[j - 1];
+        v[j] = ring[i];
+        total += ring[i];
+    }
+    for (int i = 0; i < SETTLE_RING; i++) {
+        acc += v[i];
+        if (2 * acc >= total)
+            return v[i];
+    }
+    return 0;
+}
+
 /* A drain that lasted `lasted` joins the ring and the settle follows it; is it a micro-gap?
  * Caller holds mu. */
 static int settle_note(struct tgs_drain *d, uint64_t lasted)
 {
-    uint64_t base = tgs_g.opt.drain_settle_ns, longest = 0, second = 0, micro = 0;
+    uint64_t base = tgs_g.opt.drain_settle_ns, cap = tgs_g.opt.drain_settle_max_ns;
+    uint64_t longest = 0, second = 0, micro = 0;
     d->lasted[d->nlasted++ % SETTLE_RING] = lasted;
     for (int i = 0; i < SETTLE_RING; i++) {
         uint64_t v = d->lasted[i];
@@ -93,12 +115,17 @@ static int settle_note(struct tgs_drain *d, uint64_t lasted)
             second = v;
         }
     }
+    /* the reference a micro-gap is short against: robust to one long drain (the second
+     * longest) and to a few (the weighted median), whichever is shorter */
+    uint64_t wm = weighted_median(d->lasted), ref = wm < second ? wm : second;
     for (int i = 0; i < SETTLE_RING; i++)
-        if (3 * d->lasted[i] < second && d->lasted[i] > micro)
+        if (3 * d->lasted[i] < ref && d->lasted[i] > micro)
             micro = d->lasted[i];
     uint64_t s = micro + micro / 2;
-    d->settle_ns = s < base ? base : s < SETTLE_MAX_NS ? s : SETTLE_MAX_NS;
-    return 3 * lasted < second;
+    d->settle_ns = s < cap ? s : cap;
+    if (d->settle_ns < base)
+        d->settle_ns = base;
+    return 3 * lasted < ref;
 }
 
 /* A busy period begins: the drain published before it (if any) lasted until now. */

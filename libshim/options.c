@@ -51,6 +51,8 @@
       "GPU-side drain detection for production jobs (drain.c)") \
     X(TGS_DRAIN_SETTLE_US, drain_settle_ns, US, "50", "0-1000000", \
       "how long the GPU must stay drained before production counts as idle") \
+    X(TGS_DRAIN_SETTLE_MAX_US, drain_settle_max_ns, US, "2000", "0-1000000", \
+      "the most the adaptive settle grows to (drain.c)") \
     X(TGS_FIT_BUDGET, fit_budget, ENUM, "bound", "0|gap|bound", \
       "FIT's overrun budget: bound, gap only, or none (fit.c)") \
     X(TGS_FIT_TRACE, fit_trace, PATH, "", "", \

@@ -22,6 +22,18 @@ pytestmark = pytest.mark.timeout(90)
 
 MS = 1000  # grid G x block 1000 = G us
 DRAINED_WITHIN_S = 5.0  # generous on a loaded 2-core machine; the helper needs ~0.1 ms
+# The settle tests' time scale: a loaded 2-core machine runs the probe's sleeps and the
+# helper's wake-ups a millisecond or more late, half of a 2 ms gap but a tenth of a 10 ms one;
+# the settle's cap (2 ms by default) scales with the gaps.  Their docstrings give times at 1.
+SCALE = 5
+
+
+def scaled(env: dict[str, str]) -> dict[str, str]:
+    return dict(env, TGS_DRAIN_SETTLE_MAX_US=str(2000 * SCALE))
+
+
+def us(v: int) -> int:
+    return v * SCALE
 
 
 @dataclass
@@ -228,8 +240,8 @@ def test_micro_gaps_of_a_step_stop_being_published(drain_bin: Path, prod: Prod,
     two launches) and 6 ms at its end.  The adaptive settle learns that the short ones are not
     gaps worth publishing: over 60 steps far fewer than the 120 drains are published.  With
     TGS_DRAIN_SETTLE_US=0 (no settle) every drain is published: the control."""
-    env = prod.env if settle_us is None else dict(prod.env, TGS_DRAIN_SETTLE_US=settle_us)
-    run_probe(drain_bin, env, "init", "steps:60:200:800:6000", "sync")
+    env = scaled(prod.env if settle_us is None else dict(prod.env, TGS_DRAIN_SETTLE_US=settle_us))
+    run_probe(drain_bin, env, "init", f"steps:60:{us(200)}:{us(800)}:{us(6000)}", "sync")
     published = int(prod.pub.view.busy_seq)
     if settle_us is None:
         assert published <= 60 * 1.4, published
@@ -244,10 +256,10 @@ def test_a_step_that_ends_at_its_usual_launch_count_is_published_without_the_set
     published), the drain after a step's last launch is published at once, without the settle
     (the debug line at exit counts them).  Steps whose launch counts vary (1, 2, 3 launches
     after the micro-gap, in turn) never agree on a usual end: every drain waits out the settle."""
-    env = dict(prod.env, TGS_LOG_LEVEL="debug")
-    p = subprocess.run([str(drain_bin), "init", f"steps:60:200:800:6000:{int(vary)}", "sync"],
-                       env=env, capture_output=True, text=True, timeout=60,
-                       stdin=subprocess.DEVNULL)
+    env = dict(scaled(prod.env), TGS_LOG_LEVEL="debug")
+    steps = f"steps:60:{us(200)}:{us(800)}:{us(6000)}:{int(vary)}"
+    p = subprocess.run([str(drain_bin), "init", steps, "sync"], env=env, capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stderr.splitlines() if "idles published" in ln)
     idles, early = (int(w) for w in line.split() if w.isdigit())
@@ -255,8 +267,7 @@ def test_a_step_that_ends_at_its_usual_launch_count_is_published_without_the_set
     if vary:
         assert early == 0, line
     else:
-        assert early >= 30, line        # all but the first steps (learning) on a quiet machine
-
+        assert early >= 30, line        # all but the first steps (learning)
 
 
 def test_micro_gaps_published_at_a_usual_end_do_not_lock_the_rule_in(drain_bin: Path,
@@ -266,20 +277,21 @@ def test_micro_gaps_published_at_a_usual_end_do_not_lock_the_rule_in(drain_bin: 
     the first micro-gap published at that usual end makes the rule forget its counts, the
     settle learnt from it hides the next ones, and the rule agrees again on whole steps.
     Otherwise every micro-gap would stay at the usual end and be published: 40 + 80."""
-    run_probe(drain_bin, prod.env, "init", "steps:20:200:3000:3000", "steps:40:200:800:6000",
-              "sync")
+    run_probe(drain_bin, scaled(prod.env), "init", f"steps:20:{us(200)}:{us(3000)}:{us(3000)}",
+              f"steps:40:{us(200)}:{us(800)}:{us(6000)}", "sync")
     published = int(prod.pub.view.busy_seq)
     assert published <= 40 + 40 * 1.4, published
 
 
 def test_gaps_after_a_synchronize_do_not_make_the_step_gaps_look_micro(drain_bin: Path,
                                                                        prod: Prod) -> None:
-    """A run-ahead loop that reads its loss every 10 steps: each step leaves the GPU idle 2 ms,
-    and every 10th gap lasts 8 ms (the host synchronized, then logs).  The long gaps began in
-    a synchronize, so they do not teach the settle that the 2 ms gaps are micro-gaps: nearly
-    every gap is published (the drain helper or the synchronize).  Learnt from the 8 ms gaps,
-    the settle would hide the 2 ms ones and about one gap in ten would be."""
-    run_probe(drain_bin, prod.env, "init", "loss:80:1000:3000:10:8000", "sync")
+    """A run-ahead loop that reads its loss every 4 steps: each step leaves the GPU idle 1.5 ms,
+    and every 4th gap lasts 12 ms (the host synchronized, then logs), most of the idle time.
+    The long gaps began in a synchronize, so they do not teach the settle that the 1.5 ms gaps
+    are micro-gaps: nearly every gap is published (the drain helper or the synchronize; 80 of
+    80 here).  Learnt from the 12 ms gaps, the settle would hide the short ones: 48."""
+    run_probe(drain_bin, scaled(prod.env), "init", f"loss:80:{us(1000)}:{us(2500)}:4:{us(12000)}",
+              "sync")
     published = int(prod.pub.view.busy_seq)
     assert published >= 80 * 0.75, published
 
@@ -292,7 +304,7 @@ def test_a_settle_learnt_from_a_warm_up_falls_back_to_the_steps(drain_bin: Path,
     leave it after 32 drains and the settle falls back: most of the 120 step gaps are
     published (94 here).  Judged by published drains only, the settle stayed over the step
     gaps, which it hid, so nothing moved it again: 2 of them were published."""
-    run_probe(drain_bin, prod.env, "init", "loss:4:1000:60000:1000:0",
-              "loss:120:1000:2500:1000:0", "sync")
+    run_probe(drain_bin, scaled(prod.env), "init", f"loss:4:{us(1000)}:{us(60000)}:1000:0",
+              f"loss:120:{us(1000)}:{us(2500)}:1000:0", "sync")
     published = int(prod.pub.view.busy_seq)
     assert published >= 4 + 120 * 0.5, published

@@ -177,18 +177,20 @@ static void poll_locked(void)
      * is before the kernel is even launched; the end event, if recorded after the kernel
      * ended, fires when recorded: host time (a preempted thread, the driver's own locks)
      * from before the first record to after the second can be in the elapsed time.  A
-     * sample whose host span was long is not believed once there is an estimate (before, one
-     * that is long even without that span is taken whole, provisionally: too long errs
-     * safe); a prompt one has its host time up to the launch taken off. */
+     * sample whose host span was long is not believed, not even the first: it measures the
+     * host (a thread at nice 19 preempted while production warms up, a function's code loaded
+     * at its first launch), and a first estimate 150 times too long stayed, since only a clean
+     * sample replaces it and a launch predicted that long rarely goes.  Without an estimate
+     * the next launch samples again.  A prompt one has its host time up to the launch taken
+     * off. */
     double took = (double)ms * 1e6, span = (double)f->pending_span_ns;
-    int delayed = span > HOST_DELAY_MAX_NS && span > HOST_DELAY_FRAC * took;
-    if (delayed && (f->est != 0.0 || took - span < LONG_SAMPLE_NS))
+    if (span > HOST_DELAY_MAX_NS && span > HOST_DELAY_FRAC * took)
         return;
-    double delay = delayed ? 0.0 : (double)f->pending_delay_ns;
+    double delay = (double)f->pending_delay_ns;
     if (took - delay <= 0.0)
         return;
     double t = took - delay;
-    int clean = f->clean && tgs_prod_seq() == f->pending_seq && !delayed;
+    int clean = f->clean && tgs_prod_seq() == f->pending_seq;
     if (t < LONG_SAMPLE_NS) {
         /* a launch this short is mostly the per-launch cost every kernel pays, whatever its
          * size: it moves that, not the cost per unit (a 32-thread kernel's 5 us would

@@ -24,6 +24,7 @@ CUresult cuInit(unsigned int Flags)
     if (!g_sim.initialized) {
         g_sim.ns_per_thread = sim_env_double("TGS_SIM_NS_PER_THREAD", 1.0, 0.0, 1e9);
         g_sim.queue_depth = sim_env_u64("TGS_SIM_QUEUE_DEPTH", 1024, 1, SIM_RING - 1);
+        g_sim.lazy_load_ns = sim_env_u64("TGS_SIM_LAZY_LOAD_US", 0, 0, 10000000) * 1000;
         g_sim.sm_count = (int)sim_env_u64("TGS_SIM_SMS", 108, 1, 1024);
         g_sim.pcie_gbps = sim_env_double("TGS_SIM_PCIE_GBPS", 25.0, 0.001, 1e6);
         g_sim.host_limit = sim_env_bytes("TGS_SIM_HOST_MEM", UINT64_MAX);

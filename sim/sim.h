@@ -113,6 +113,7 @@ struct CUfunc_st {
     struct sim_obj obj;
     struct CUmod_st *mod;
     double factor;
+    int loaded; /* launched once: lazy loading's cost paid (TGS_SIM_LAZY_LOAD_US) */
     int attr_set[SIM_FUNC_NATTR]; /* 1 where cuFuncSetAttribute set attr[] */
     int attr[SIM_FUNC_NATTR];
     int cache_config;
@@ -162,6 +163,7 @@ struct sim_globals {
     /* per-process parameters (env) */
     double ns_per_thread;
     uint64_t queue_depth;
+    uint64_t lazy_load_ns; /* TGS_SIM_LAZY_LOAD_US: host time of a function's first launch */
     int sm_count; /* TGS_SIM_SMS: SMs per device (occupancy, attributes) */
     double pcie_gbps; /* TGS_SIM_PCIE_GBPS: managed-memory migration bandwidth */
     uint64_t host_limit; /* TGS_SIM_HOST_MEM: host bytes for managed + page-locked memory */

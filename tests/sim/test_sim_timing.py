@@ -101,3 +101,20 @@ def test_light_and_heavy_share_as_time_slices_predict(
     window = max(heavy["wall_s"], light["wall_s"])
     assert busy_light + busy_heavy >= 0.7 * window
     assert busy_light / (busy_light + busy_heavy) < 0.4
+
+
+@pytest.mark.parametrize("loading", ["", "LAZY", "EAGER"])
+def test_lazy_loading_costs_a_functions_first_launch(sim_progs: dict[str, Path],
+                                                     sim_env: dict[str, str],
+                                                     loading: str) -> None:
+    """TGS_SIM_LAZY_LOAD_US: under lazy loading (the default) the first launch of a function
+    takes that much host time, once; five launches of one function pay 0.2 s, not 1 s.
+    CUDA_MODULE_LOADING=EAGER pays nothing at launch."""
+    env = dict(sim_env, TGS_SIM_LAZY_LOAD_US="200000")
+    if loading:
+        env["CUDA_MODULE_LOADING"] = loading
+    wall = _run(sim_progs["load"], env, "-n", "5", "-g", "1", "-b", "32")["wall_s"]
+    if loading == "EAGER":
+        assert wall < 0.19, wall
+    else:
+        assert 0.2 <= wall < 0.6, wall

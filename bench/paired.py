@@ -41,8 +41,8 @@ def split_steps(steps: list[list[float]], pauses: list[Span], window: Span,
 
 def _half(ms: list[float]) -> dict[str, float]:
     s = sorted(ms)
-    return {"n": len(s), "p50": quantile(s, 0.5), "p99": quantile(s, 0.99),
-            "p999": quantile(s, 0.999)}
+    return {"n": len(s), "mean": sum(s) / len(s), "p50": quantile(s, 0.5),
+            "p99": quantile(s, 0.99), "p999": quantile(s, 0.999)}
 
 
 def _ratio(a: float, b: float) -> float:
@@ -50,14 +50,17 @@ def _ratio(a: float, b: float) -> float:
 
 
 def paired(steps: list[list[float]], pauses: list[Span], window: Span) -> dict[str, Any] | None:
-    """Both halves' step-time quantiles and their ratios, None without pauses or steps."""
+    """Both halves' step-time quantiles and their ratios, None without pauses or steps;
+    rate_on_vs_off: production's steps per second beside the opportunistic job against its own
+    while that job pauses (the mean step times' inverse ratio), its throughput in one run."""
     if not pauses or not steps:
         return None
     on, off = split_steps(steps, pauses, window)
     if not on or not off:
         return None
     a, b = _half(on), _half(off)
-    return {"on": a, "off": b, "p50_on_vs_off": _ratio(a["p50"], b["p50"]),
+    return {"on": a, "off": b, "rate_on_vs_off": _ratio(b["mean"], a["mean"]),
+            "p50_on_vs_off": _ratio(a["p50"], b["p50"]),
             "p99_on_vs_off": _ratio(a["p99"], b["p99"]),
             "p999_on_vs_off": _ratio(a["p999"], b["p999"])}
 
@@ -70,7 +73,7 @@ def pauses_of(events: list[dict[str, Any]]) -> list[Span]:
 def markdown(summary: dict[str, Any]) -> str:
     """Every paired run: production's steps with the opportunistic job running and paused."""
     cols = ("scenario", "policy", "steps on / off", "p50 ms on / off", "p99 ms on / off",
-            "p99.9 ms on / off", "p50 on/off", "p99 on/off", "p99.9 on/off")
+            "p99.9 ms on / off", "rate on/off", "p50 on/off", "p99 on/off", "p99.9 on/off")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for key, s in summary.items():
         for pol, m in s["policies"].items():
@@ -80,6 +83,7 @@ def markdown(summary: dict[str, Any]) -> str:
             a, b = p["on"], p["off"]
             lines.append(
                 f"| {key} | {pol} | {a['n']} / {b['n']} | " + " | ".join(
-                    f"{a[q]:.2f} / {b[q]:.2f}" for q in ("p50", "p99", "p999")) + " | " +
+                    f"{a[q]:.2f} / {b[q]:.2f}" for q in ("p50", "p99", "p999")) +
+                f" | {p.get('rate_on_vs_off', math.nan):.3f} | " +
                 " | ".join(f"{p[q + '_on_vs_off']:.3f}" for q in ("p50", "p99", "p999")) + " |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""

@@ -19,7 +19,8 @@ METRICS = (
     ("p999_vs_solo", "p99.9/solo"),
     ("harvest", "harvest"),
     ("opp_vs_solo", "opp/solo"),
-    ("paired.p99_on_vs_off", "p99 on/off (T7, T8)"),     # bench/paired.py
+    ("paired.rate_on_vs_off", "prod rate on/off (T7, T8)"),  # bench/paired.py
+    ("paired.p99_on_vs_off", "p99 on/off (T7, T8)"),
 )
 
 

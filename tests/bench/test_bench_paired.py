@@ -42,6 +42,7 @@ def test_quantiles_and_ratios_of_both_halves() -> None:
     assert m is not None
     assert m["on"]["n"] == 100 and m["off"]["n"] == 100
     assert m["p50_on_vs_off"] == pytest.approx(1.25) and m["p99_on_vs_off"] == pytest.approx(1.25)
+    assert m["rate_on_vs_off"] == pytest.approx(0.8)          # 8 ms steps paused, 10 ms beside
     assert paired.paired(steps, [], WINDOW) is None          # no pauses: nothing paired
     assert paired.paired([], PAUSES, WINDOW) is None
     only_on = [s for s in steps if s[0] < 2.0]
@@ -54,11 +55,12 @@ def test_pauses_come_from_the_jobs_pause_lines_and_the_table_shows_them() -> Non
     assert paired.pauses_of(events) == [(2.0, 3.0)]
     p = {"on": {"n": 5, "p50": 1.0, "p99": 2.0, "p999": 3.0},
          "off": {"n": 6, "p50": 1.0, "p99": 1.0, "p999": 1.0},
-         "p50_on_vs_off": 1.0, "p99_on_vs_off": 2.0, "p999_on_vs_off": 3.0}
+         "rate_on_vs_off": 0.95, "p50_on_vs_off": 1.0, "p99_on_vs_off": 2.0,
+         "p999_on_vs_off": 3.0}
     md = paired.markdown({"T7": {"policies": {"adaptive": {"paired": p},
                                               "none": {"paired": None}}}})
-    assert "| T7 | adaptive | 5 / 6 | 1.00 / 1.00 | 2.00 / 1.00 | 3.00 / 1.00 | 1.000 | " \
-           "2.000 | 3.000 |" in md
+    assert "| T7 | adaptive | 5 / 6 | 1.00 / 1.00 | 2.00 / 1.00 | 3.00 / 1.00 | 0.950 | " \
+           "1.000 | 2.000 | 3.000 |" in md
     assert "| none |" not in md
     assert paired.markdown({"T1": {"policies": {"adaptive": {}}}}) == ""
 

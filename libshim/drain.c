@@ -362,6 +362,7 @@ static void *drain_main(void *arg)
             tgs_sleep_ns(spacing - (now - last_round));
         last_round = tgs_now_ns();
         int r = round_wait(&t, ctx, s, k);
+        d->rounds++;
         if (r == 1)
             tgs_sleep_ns(DRAIN_RETRY_NS);
         if (r < 0) {                        /* e.g. the context went: events made anew */
@@ -401,6 +402,9 @@ static void *drain_main(void *arg)
             spacing *= 2;
         }
     }
+    struct timespec cpu;
+    if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu))
+        d->cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
     d->stopped = 1;
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
@@ -429,7 +433,7 @@ void tgs_drain_reset(void)
     d->pid = 0;
     d->stop = d->stopped = 0;
     d->ctx = NULL;
-    d->idles = 0;
+    d->idles = d->rounds = d->cpu_ns = 0;
     d->settle_ns = d->drained_t = 0;
     d->nlasted = 0;
     memset(d->lasted, 0, sizeof(d->lasted));
@@ -448,4 +452,7 @@ void tgs_drain_stop(void)
         tgs_log(TGS_LOG_DEBUG, "drain: %llu idles published, %llu at a busy period's usual "
                                "end without the settle", (unsigned long long)d->idles,
                 (unsigned long long)d->early);
+    if (d->rounds)
+        tgs_log(TGS_LOG_DEBUG, "drain: the helper made %llu rounds in %.1f ms of CPU",
+                (unsigned long long)d->rounds, (double)d->cpu_ns / 1e6);
 }

@@ -195,6 +195,8 @@ struct tgs_drain {
     int pid;                    /* the helper runs in this process (0: none) */
     int stop, stopped;
     uint64_t idles;             /* busy->idle transitions published by the helper */
+    uint64_t rounds;            /* tail rounds the helper made (each: records, a wait) */
+    uint64_t cpu_ns;            /* the helper thread's CPU time, when it stopped */
     uint64_t settle_ns;         /* how long drained before idle is published (adaptive) */
     uint64_t drained_t;         /* when the last published drain was first seen (0: none) */
     uint64_t lasted[32];        /* SETTLE_RING (drain.c): the last drains seen, published or

@@ -264,6 +264,8 @@ def test_a_step_that_ends_at_its_usual_launch_count_is_published_without_the_set
     line = next(ln for ln in p.stderr.splitlines() if "idles published" in ln)
     idles, early = (int(w) for w in line.split() if w.isdigit())
     assert idles <= 60 * 1.4, line      # the micro-gaps still are not published
+    cost = next(ln for ln in p.stderr.splitlines() if "rounds in" in ln)
+    assert int(cost.split()[5]) >= idles, cost      # a round at least per idle published
     if vary:
         assert early == 0, line
     else:

@@ -79,6 +79,7 @@ struct tgs_options {
     int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
     uint64_t drain_settle_max_ns;   /* TGS_DRAIN_SETTLE_MAX_US (default 2000): the settle's cap */
+    uint64_t drain_poll_ns;     /* TGS_DRAIN_POLL_US (default 200; 0: woken by the launch) */
     int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
     char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */
@@ -183,6 +184,8 @@ enum tgs_attach_state { TGS_ATTACH_NONE = 0, TGS_ATTACH_OK, TGS_ATTACH_OFF, TGS_
  * path (relaxed); everything else is under mu. */
 #define TGS_DRAIN_STREAMS 8
 struct tgs_drain {
+    int asleep;                 /* the helper waits on cv to be woken (drain.c) */
+    uint64_t idle_t;            /* when it last published an idle */
     pthread_mutex_t mu;
     pthread_mutex_t rec_mu;     /* the helper's records vs a capture's begin (capture.c) */
     pthread_cond_t cv;

@@ -53,8 +53,8 @@
       "how long the GPU must stay drained before production counts as idle") \
     X(TGS_DRAIN_SETTLE_MAX_US, drain_settle_max_ns, US, "2000", "0-1000000", \
       "the most the adaptive settle grows to (drain.c)") \
-    X(TGS_DRAIN_POLL_US, drain_poll_ns, US, "200", "0-100000", \
-      "soon after an idle, how often the drain helper looks for the next busy period") \
+    X(TGS_DRAIN_POLL_US, drain_poll_ns, US, "0", "0-100000", \
+      "soon after an idle, how often the drain helper looks for the next busy period; 0: woken") \
     X(TGS_FIT_BUDGET, fit_budget, ENUM, "bound", "0|gap|bound", \
       "FIT's overrun budget: bound, gap only, or none (fit.c)") \
     X(TGS_FIT_TRACE, fit_trace, PATH, "", "", \

@@ -79,7 +79,7 @@ struct tgs_options {
     int drain;                  /* TGS_DRAIN (default 1): GPU-side drain detection */
     uint64_t drain_settle_ns;   /* TGS_DRAIN_SETTLE_US (default 50): drained this long */
     uint64_t drain_settle_max_ns;   /* TGS_DRAIN_SETTLE_MAX_US (default 2000): the settle's cap */
-    uint64_t drain_poll_ns;     /* TGS_DRAIN_POLL_US (default 200; 0: woken by the launch) */
+    uint64_t drain_poll_ns;     /* TGS_DRAIN_POLL_US (default 0: woken by the launch) */
     int fit_budget;             /* TGS_FIT_BUDGET: TGS_FIT_BUDGET_* (fit.c) */
     char fit_trace[4096];       /* TGS_FIT_TRACE, "" = none: one line per FIT launch (fit.c) */
     uint64_t oversub_check_ns;  /* TGS_OVERSUB_CHECK_MS (default 10): memory look period */

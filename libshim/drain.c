@@ -79,25 +79,15 @@
 #define PERIOD_RING 8
 #define PERIOD_AGREE 6
 
-/* The length at which the ring's longest drains hold half its idle time: a few drains made
- * long by a loaded machine (the host or the helper held up for milliseconds) hold less than
- * the regular gaps together, so they do not move it; a step's real gaps hold most of it. */
-static uint64_t weighted_median(const uint64_t *ring)
+/* The ring's drains, longest first. */
+static void sorted_desc(const uint64_t *ring, uint64_t *v)
 {
-    uint64_t v[SETTLE_RING], total = 0, acc = 0;
     for (int i = 0; i < SETTLE_RING; i++) {     /* insertion sort, longest first */
         int j = i;
         for (; j > 0 && v[j - 1] < ring[i]; j--)
             v[j] = v[j - 1];
         v[j] = ring[i];
-        total += ring[i];
     }
-    for (int i = 0; i < SETTLE_RING; i++) {
-        acc += v[i];
-        if (2 * acc >= total)
-            return v[i];
-    }
-    return 0;
 }
 
 /* A drain that lasted `lasted` joins the ring and the settle follows it; is it a micro-gap?
@@ -105,23 +95,24 @@ static uint64_t weighted_median(const uint64_t *ring)
 static int settle_note(struct tgs_drain *d, uint64_t lasted)
 {
     uint64_t base = tgs_g.opt.drain_settle_ns, cap = tgs_g.opt.drain_settle_max_ns;
-    uint64_t longest = 0, second = 0, micro = 0;
+    uint64_t v[SETTLE_RING], total = 0, acc = 0, wm = 0, micro = 0;
     d->lasted[d->nlasted++ % SETTLE_RING] = lasted;
-    for (int i = 0; i < SETTLE_RING; i++) {
-        uint64_t v = d->lasted[i];
-        if (v > longest) {
-            second = longest;
-            longest = v;
-        } else if (v > second) {
-            second = v;
-        }
+    sorted_desc(d->lasted, v);
+    for (int i = 0; i < SETTLE_RING; i++)
+        total += v[i];
+    /* the weighted median, the length at which the longest drains hold half the ring's idle
+     * time: a few drains made long by a loaded machine (the host or the helper held up for
+     * milliseconds) hold less than the regular gaps together, so they do not move it; a
+     * step's real gaps hold most of it */
+    for (int i = 0; i < SETTLE_RING && !wm; i++) {
+        acc += v[i];
+        wm = 2 * acc >= total ? v[i] : 0;
     }
     /* the reference a micro-gap is short against: robust to one long drain (the second
      * longest) and to a few (the weighted median), whichever is shorter */
-    uint64_t wm = weighted_median(d->lasted), ref = wm < second ? wm : second;
-    for (int i = 0; i < SETTLE_RING; i++)
-        if (3 * d->lasted[i] < ref && d->lasted[i] > micro)
-            micro = d->lasted[i];
+    uint64_t ref = wm < v[1] ? wm : v[1];
+    for (int i = 0; i < SETTLE_RING && !micro; i++)
+        micro = 3 * v[i] < ref ? v[i] : 0;     /* the longest micro-gap */
     uint64_t s = micro + micro / 2;
     d->settle_ns = s < cap ? s : cap;
     if (d->settle_ns < base)

@@ -2,9 +2,6 @@
  * launch.c: kernel launches.  A kernel does not compute; it occupies the
  * device for blocks x threads x TGS_SIM_NS_PER_THREAD x its cost factor ns.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "graph.h"
 
 static CUresult check_dims(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -55,11 +52,9 @@ CUresult sim_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int
     }
     /* lazy loading (CUDA_MODULE_LOADING, default LAZY): the driver loads a function's code
      * at its first launch, on the launching thread */
-    if (g_sim.lazy_load_ns && !__atomic_exchange_n(&fn->loaded, 1, __ATOMIC_RELAXED)) {
-        const char *mode = getenv("CUDA_MODULE_LOADING");
-        if (!mode || strcmp(mode, "EAGER"))
-            sim_sleep_until(sim_now_ns() + g_sim.lazy_load_ns);
-    }
+    if (g_sim.lazy_load_ns && !__atomic_exchange_n(&fn->loaded, 1, __ATOMIC_RELAXED) &&
+        sim_lazy_loading())
+        sim_sleep_until(sim_now_ns() + g_sim.lazy_load_ns);
     uint64_t seq;
     uint64_t ns = kernel_ns(fn, gx, gy, gz, bx, by, bz);
     uint64_t mig = sim_res_kernel_ns(ctx->dev); /* non-resident managed memory */

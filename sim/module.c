@@ -225,6 +225,12 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, c
     return CUDA_ERROR_NOT_FOUND;
 }
 
+int sim_lazy_loading(void)
+{
+    const char *v = getenv("CUDA_MODULE_LOADING");
+    return !v || strcmp(v, "EAGER") != 0;
+}
+
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 {
     CUresult r = sim_check_init();
@@ -232,8 +238,7 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
         return r;
     if (!mode)
         return CUDA_ERROR_INVALID_VALUE;
-    const char *v = getenv("CUDA_MODULE_LOADING");
-    *mode = v && !strcmp(v, "EAGER") ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
+    *mode = sim_lazy_loading() ? CU_MODULE_LAZY_LOADING : CU_MODULE_EAGER_LOADING;
     return CUDA_SUCCESS;
 }
 

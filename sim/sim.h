@@ -365,6 +365,8 @@ void sim_module_free(struct CUmod_st *m);
 CUresult sim_module_load_current(CUmodule *module, const void *image, size_t size);
 /* a CUfunction or a CUkernel (cast, as the real driver accepts): the function */
 CUresult sim_func_resolve(CUfunction f, struct CUfunc_st **out);
+/* module.c: CUDA_MODULE_LOADING is not EAGER (the driver's default: lazy) */
+int sim_lazy_loading(void);
 /* library.c: the library's module in the current context (made on demand) */
 CUresult sim_library_module(struct CUlib_st *lib, struct CUmod_st **out);
 /* attrs.c: a function attribute's value (function, then kernel settings) */

@@ -3,7 +3,7 @@
 Scenarios S1-S15 under the policies none, static (30 % share), tgs and adaptive (the default),
 each job also alone as the baseline, and OV1 (memory oversubscription: tgs.bench.oversub), on
 the simulated GPU or a real one; a Markdown table, JSON, PNG plots in a results folder.  The
-PyTorch scenarios T1-T8 (tgs.bench.torch_scenarios) are part of the full run (no --quick, no
+PyTorch scenarios T1-T11 (tgs.bench.torch_scenarios) are part of the full run (no --quick, no
 filter) where the frameworks venv has PyTorch, and run when named otherwise; S16 only when
 named.  The full run also runs the shim-overhead, controller-cost and gate-reaction
 micro-benchmarks.
@@ -85,7 +85,7 @@ def _check_built(gpu: str) -> None:
 @click.option("--scenario", "scenarios", multiple=True,
               type=click.Choice(ALL_KEYS + EXTRA_KEYS, case_sensitive=False),
               help="Only these (repeatable; OV1: memory oversubscription; S16 runs only "
-                   "when named, the PyTorch scenarios T1-T8 also in the full run where "
+                   "when named, the PyTorch scenarios T1-T11 also in the full run where "
                    "PyTorch is installed: make frameworks).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(POLICIES),
               help="Only these policies (repeatable; solo baselines always run; OV1 always "
@@ -128,7 +128,7 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
     full = not quick and not scenarios and not policies
     no_torch = torch_available() if full else None
     if full and no_torch is not None:
-        click.echo(f"tgs-bench: the PyTorch scenarios T1-T8 are left out: {no_torch}", err=True)
+        click.echo(f"tgs-bench: the PyTorch scenarios T1-T11 are left out: {no_torch}", err=True)
     keys = suite_keys(scenarios, quick, full, no_torch)
     out = out or ROOT / "results" / time.strftime("%Y%m%d-%H%M%S")
     cfg = SuiteConfig(keys=keys, policies=list(policies) or list(POLICIES),

@@ -1,5 +1,6 @@
 """Paired tail latency: production's steps while the opportunistic job runs against its steps
-while that job pauses, in one run (the paired scenarios T7, T8: bench/torch_scenarios.py).
+while that job pauses, in one run (the paired scenarios T7-T11: bench/torch_scenarios.py).
+For a server (T9-T11) a step is a request: it begins at its arrival and ends at its reply.
 
 A solo baseline measured in another run compares two stretches of a machine whose speed moves
 by more than the 5 % the p99 target allows (docs/benchmarks.md); here the opportunistic job
@@ -49,17 +50,21 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-def paired(steps: list[list[float]], pauses: list[Span], window: Span) -> dict[str, Any] | None:
+def paired(steps: list[list[float]], pauses: list[Span], window: Span,
+           server: bool = False) -> dict[str, Any] | None:
     """Both halves' step-time quantiles and their ratios, None without pauses or steps;
     rate_on_vs_off: production's steps per second beside the opportunistic job against its own
-    while that job pauses (the mean step times' inverse ratio), its throughput in one run."""
+    while that job pauses (the mean step times' inverse ratio), its throughput in one run.  A
+    server's rate is its arrivals': it gets mean_on_vs_off (latency) instead."""
     if not pauses or not steps:
         return None
     on, off = split_steps(steps, pauses, window)
     if not on or not off:
         return None
     a, b = _half(on), _half(off)
-    return {"on": a, "off": b, "rate_on_vs_off": _ratio(b["mean"], a["mean"]),
+    speed = ({"mean_on_vs_off": _ratio(a["mean"], b["mean"])} if server else
+             {"rate_on_vs_off": _ratio(b["mean"], a["mean"])})
+    return {"on": a, "off": b, **speed,
             "p50_on_vs_off": _ratio(a["p50"], b["p50"]),
             "p99_on_vs_off": _ratio(a["p99"], b["p99"]),
             "p999_on_vs_off": _ratio(a["p999"], b["p999"])}
@@ -70,10 +75,17 @@ def pauses_of(events: list[dict[str, Any]]) -> list[Span]:
             if e.get("type") == "pause" and "from_s" in e and "to_s" in e]
 
 
+def _speed(p: dict[str, Any]) -> str:
+    if "mean_on_vs_off" in p:
+        return f"mean {p['mean_on_vs_off']:.3f}"
+    return f"{p.get('rate_on_vs_off', math.nan):.3f}"
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """Every paired run: production's steps with the opportunistic job running and paused."""
     cols = ("scenario", "policy", "steps on / off", "p50 ms on / off", "p99 ms on / off",
-            "p99.9 ms on / off", "rate on/off", "p50 on/off", "p99 on/off", "p99.9 on/off")
+            "p99.9 ms on / off", "rate on/off (server: mean)", "p50 on/off", "p99 on/off",
+            "p99.9 on/off")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for key, s in summary.items():
         for pol, m in s["policies"].items():
@@ -84,6 +96,6 @@ def markdown(summary: dict[str, Any]) -> str:
             lines.append(
                 f"| {key} | {pol} | {a['n']} / {b['n']} | " + " | ".join(
                     f"{a[q]:.2f} / {b[q]:.2f}" for q in ("p50", "p99", "p999")) +
-                f" | {p.get('rate_on_vs_off', math.nan):.3f} | " +
+                f" | {_speed(p)} | " +
                 " | ".join(f"{p[q + '_on_vs_off']:.3f}" for q in ("p50", "p99", "p999")) + " |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""

@@ -20,7 +20,8 @@ METRICS = (
     ("harvest", "harvest"),
     ("opp_vs_solo", "opp/solo"),
     ("paired.rate_on_vs_off", "prod rate on/off (T7, T8)"),  # bench/paired.py
-    ("paired.p99_on_vs_off", "p99 on/off (T7, T8)"),
+    ("paired.mean_on_vs_off", "server mean latency on/off (T9-T11)"),
+    ("paired.p99_on_vs_off", "p99 on/off (T7-T11)"),
 )
 
 

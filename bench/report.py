@@ -171,9 +171,9 @@ def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
             out["fairness_max_dev"] = dev
     out["baseline_util"] = base_util
     steps = (rec.jobs[prod[0]].summary or {}).get("steps") if prod else None
-    if steps and opp and span == span and span > 0:        # T7, T8: one run, both halves
+    if steps and opp and span == span and span > 0:        # T7-T11: one run, both halves
         out["paired"] = paired.paired(steps, paired.pauses_of(rec.jobs[opp[0]].events),
-                                      (w0, w1))
+                                      (w0, w1), server=sc.latency)
     opp_solo = res.solo[opp[0]].jobs[opp[0]].it_per_s if opp else 0.0
     if policy == "tgs" and span == span and span > 0:
         out["tgs"] = tgs_convergence(res, rec, prod, opp, (w0, w1), base_util)

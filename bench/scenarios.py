@@ -1,4 +1,4 @@
-"""The evaluation scenarios (S1-S16; T1-T8 with PyTorch jobs: tgs.bench.torch_scenarios):
+"""The evaluation scenarios (S1-S16; T1-T11 with PyTorch jobs: tgs.bench.torch_scenarios):
 which jobs, when they start, how long they run.
 
 A scenario is data: jobs with a role (production or opportunistic), a weight, a workload
@@ -284,7 +284,7 @@ ALL_KEYS = KEYS + OV_KEYS    # the default (full) suite
 QUICK_KEYS = tuple(k for k in ALL_KEYS if k != "S15")
 # selectable with --scenario, not in the default suite (its 20 minutes are spent): S16, and
 # the PyTorch scenarios (tgs.bench.torch_scenarios: each run pays PyTorch's start-up)
-TORCH_KEYS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8")
+TORCH_KEYS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8", "T9", "T10", "T11")
 EXTRA_KEYS = ("S16",) + TORCH_KEYS
 
 

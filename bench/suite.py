@@ -211,8 +211,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         out += ["", "Inference (production = a server): request latency, ms (x solo)", "", lat]
     pair = paired.markdown(doc["scenarios"])
     if pair:
-        out += ["", "Paired (T7, T8): production's step times with the opportunistic job running "
-                "and paused, in the same run", "", pair]
+        out += ["", "Paired (T7-T11): production's step times (a server's: request latencies) "
+                "with the opportunistic job running and paused, in the same run", "", pair]
     tgs = tgs_markdown(doc["scenarios"])
     if tgs:
         out += ["", "`tgs`: profiling and convergence (s after production and opportunistic "

@@ -1,14 +1,15 @@
 """A PyTorch inference server on synthetic requests: Poisson arrivals, one forward each.
 
     python -m tgs.bench.torch_infer [--seconds 10] [--rate 100] [--hidden 1024] [--batch 8]
-                                    [--report-ms 0] [--seed 0] [--go-signal]
+                                    [--report-ms 0] [--seed 0] [--step-times] [--go-signal]
 
 Requests arrive as a Poisson process of --rate per second (exponential inter-arrival times
 from --seed); each is served in arrival order by one forward pass of an MLP under
 torch.inference_mode(), ended by copying the logits to the host (the reply), so a request's
 latency is queueing + GPU time.  JSON lines like bench/torch_train.py: start, progress (every
 --report-ms: requests done, it_per_s = requests/s), summary (lat_ms p50/p99 from arrival to
-reply), or error with exit 1; exit 2 on bad arguments; --go-signal as bench/torch_train.py.
+reply; with --step-times each request's [reply time, latency ms] in `steps`, for the paired
+scenarios), or error with exit 1; exit 2 on bad arguments; --go-signal as bench/torch_train.py.
 Needs PyTorch with a CUDA device: a real GPU or the simulated driver.
 """
 
@@ -43,6 +44,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--go-signal", action="store_true",
                     help="after the warm-up print `ready` and wait for SIGUSR1 to start")
+    ap.add_argument("--step-times", action="store_true",
+                    help="each request's reply time and latency in the summary (`steps`)")
     a = ap.parse_args(argv)
     if not (a.seconds > 0 and a.rate > 0 and math.isfinite(a.rate)) or min(
             a.hidden, a.layers, a.batch) < 1:
@@ -73,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(a.seed)
     emit("start", a.name, pid=os.getpid(), device=a.device, torch=torch.__version__,
          config={"rate": a.rate, "hidden": a.hidden, "layers": a.layers, "batch": a.batch,
-                 "seconds": a.seconds, "report_ms": a.report_ms, "seed": a.seed})
+                 "seconds": a.seconds, "report_ms": a.report_ms, "seed": a.seed,
+                 "step_times": a.step_times})
     start = time.monotonic()
-    run = Progress(a.name, a.report_ms, start)
+    run = Progress(a.name, a.report_ms, start, a.step_times)
     arrival = start + rng.expovariate(a.rate)
     while not stop["now"] and arrival - start < a.seconds:
         now = time.monotonic()

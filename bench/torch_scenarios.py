@@ -1,11 +1,11 @@
-"""The PyTorch scenarios T1-T8: every job a real PyTorch program (bench/torch_train.py or
+"""The PyTorch scenarios T1-T11: every job a real PyTorch program (bench/torch_train.py or
 bench/torch_infer.py) run by the frameworks venv's interpreter (make frameworks), on the
 simulator or a real GPU.  Selected by name only (tgs-bench --scenario T1 ...), never in the
 default suite: each run pays PyTorch's import and warm-up (3-6 s on a 2-core machine) before
 its clock starts, and a suite without the venv would skip them anyway.
 
 Shapes (the GPU times are measured on the simulator, whose kernels take threads x 1 ns:
-python -m tgs.bench.torch_calibrate, docs/benchmarks.md "PyTorch scenarios (T1-T8)"):
+python -m tgs.bench.torch_calibrate, docs/benchmarks.md "PyTorch scenarios (T1-T11)"):
 - T1: production = a 4-layer MLP trained with Adam, synchronizing every step (it reads the
   loss), 4 ms host gap; PROD_HIDDEN makes its GPU time ~3 ms a step.  Opportunistic = a
   saturating SGD MLP of width 4096, no gap.
@@ -16,6 +16,8 @@ python -m tgs.bench.torch_calibrate, docs/benchmarks.md "PyTorch scenarios (T1-T
   60, 90 % of its measured capacity, next to T1's opportunistic job: request latency tails.
 - T7, T8: T1 and T2 paired: the opportunistic job pauses every other second, and production's
   steps beside it and alone in the same run give its p99 ratio (bench/paired.py).
+- T9, T10, T11: T4, T5, T6 paired alike: the server's requests beside the training job and
+  while it pauses, in the same run.
 """
 
 from __future__ import annotations
@@ -74,15 +76,22 @@ TRAINING = {
 }
 
 
-# T7, T8: T1 and T2 paired: the opportunistic job alternates 1 s of work with 1 s of pause
-# and production records every step, so its steps beside the opportunistic job and alone come
-# from the same run (bench/paired.py); twice T1's length, for as many steps in each half
+# T7-T11: T1, T2 and T4-T6 paired: the opportunistic job alternates 1 s of work with 1 s of
+# pause and production records every step (the server: every request), so its steps beside
+# the opportunistic job and alone come from the same run (bench/paired.py); twice the
+# unpaired length, for as many steps in each half
 DUTY = "1:1"
 PAIRED = {
     "T7": ("PyTorch: T1 paired (opportunistic 1 s on, 1 s paused): production's p99 on/off",
            "T1"),
     "T8": ("PyTorch: T2 paired (opportunistic 1 s on, 1 s paused): production's p99 on/off",
            "T2"),
+    "T9": ("PyTorch: T4 paired (training 1 s on, 1 s paused): the server's p99 on/off at 30 %",
+           "T4"),
+    "T10": ("PyTorch: T5 paired (training 1 s on, 1 s paused): the server's p99 on/off at 60 %",
+            "T5"),
+    "T11": ("PyTorch: T6 paired (training 1 s on, 1 s paused): the server's p99 on/off at 90 %",
+            "T6"),
 }
 
 
@@ -111,9 +120,13 @@ def build(key: str, prod_s: float, lead_s: float) -> Scenario:
         return pair(key, title, prod, opp, prod_s, lead_s)
     if key in PAIRED:
         title, like = PAIRED[key]
-        _, prod, opp = TRAINING[like]
-        return pair(key, title, _with(prod, step_times=True), _with(opp, duty=DUTY),
-                    2 * prod_s, lead_s)
+        base = build(like, prod_s, lead_s)
+        (prod,), (opp,) = base.production, base.opportunistic
+        assert prod.torch is not None and opp.torch is not None
+        sc = pair(key, title, _with(prod.torch, step_times=True), _with(opp.torch, duty=DUTY),
+                  2 * prod_s, lead_s)
+        sc.latency = base.latency
+        return sc
     if key in INFERENCE_LOADS:
         load = INFERENCE_LOADS[key]
         job = infer_job(load)

@@ -1,5 +1,5 @@
 """Paired tail latency (bench/paired.py): production's steps beside the opportunistic job and
-while it pauses, from one run; the paired scenarios T7, T8 that produce them."""
+while it pauses, from one run; the paired scenarios T7-T11 that produce them."""
 
 from __future__ import annotations
 
@@ -49,6 +49,20 @@ def test_quantiles_and_ratios_of_both_halves() -> None:
     assert paired.paired(only_on, PAUSES, WINDOW) is None     # one half empty
 
 
+def test_a_servers_requests_pair_by_arrival_and_report_mean_latency_not_rate() -> None:
+    # a request lasts from its arrival to its reply: one that arrived before the pause and
+    # was answered inside it belongs to neither half
+    steps = [_step(1.5, 12.0), _step(1.9, 12.0),                    # on: 12 ms
+             _step(2.15, 200.0),                                    # arrived at 1.95: neither
+             _step(2.5, 6.0), _step(2.8, 6.0)]                      # off: 6 ms
+    m = paired.paired(steps, PAUSES, WINDOW, server=True)
+    assert m is not None and m["on"]["n"] == 2 and m["off"]["n"] == 2
+    assert "rate_on_vs_off" not in m                        # a server's rate is its arrivals'
+    assert m["mean_on_vs_off"] == pytest.approx(2.0) and m["p99_on_vs_off"] == pytest.approx(2.0)
+    md = paired.markdown({"T9": {"policies": {"adaptive": {"paired": m}}}})
+    assert "| T9 | adaptive | 2 / 2 | 12.00 / 6.00 |" in md and "| mean 2.000 | 2.000 |" in md
+
+
 def test_pauses_come_from_the_jobs_pause_lines_and_the_table_shows_them() -> None:
     events = [{"type": "alloc", "bytes": 1}, {"type": "pause", "from_s": 2.0, "to_s": 3.0},
               {"type": "pause", "from_s": 4}]                 # malformed: left out
@@ -65,7 +79,8 @@ def test_pauses_come_from_the_jobs_pause_lines_and_the_table_shows_them() -> Non
     assert paired.markdown({"T1": {"policies": {"adaptive": {}}}}) == ""
 
 
-@pytest.mark.parametrize("key,like", [("T7", "T1"), ("T8", "T2")])
+@pytest.mark.parametrize("key,like", [("T7", "T1"), ("T8", "T2"), ("T9", "T4"), ("T10", "T5"),
+                                      ("T11", "T6")])
 def test_paired_scenarios_are_their_pairs_with_a_pausing_opportunistic_job(key: str,
                                                                           like: str) -> None:
     sc, base = SC.build(key, SC.FULL, "adaptive"), SC.build(like, SC.FULL, "adaptive")
@@ -78,3 +93,4 @@ def test_paired_scenarios_are_their_pairs_with_a_pausing_opportunistic_job(key: 
     assert {k: v for k, v in opp.torch.options if k != "duty"} == \
         dict(bopp.torch.options if bopp.torch else ())
     assert math.isclose(prod.seconds, 2 * bprod.seconds)     # as many steps in each half
+    assert sc.latency is base.latency                        # a server's tails stay reported

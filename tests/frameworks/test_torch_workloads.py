@@ -55,13 +55,18 @@ def test_duty_pauses_and_step_times(fw_python: Path, fw_env: dict[str, str]) -> 
 
 def test_inference_server(fw_python: Path, fw_env: dict[str, str]) -> None:
     out = _lines(fw_python, "torch_infer", fw_env, "--seconds", "1.5", "--rate", "100",
-                 "--hidden", "256", "--report-ms", "200")
+                 "--hidden", "256", "--report-ms", "200", "--step-times")
     summary = out[-1]
     assert out[0]["type"] == "start" and summary["type"] == "summary"
     assert any(o["type"] == "progress" for o in out)
     # Poisson arrivals at 100/s for 1.5 s: about 150 requests (a wide margin for a loaded host)
     assert 60 <= summary["iters"] <= 260
     assert summary["lat_ms"]["p99"] >= summary["lat_ms"]["p50"] > 0
+    # --step-times: each request's reply time and latency, in order, the latencies summarized
+    steps = summary["steps"]
+    assert len(steps) == summary["iters"]
+    assert [e for e, _ in steps] == sorted(e for e, _ in steps)
+    assert max(ms for _, ms in steps) == pytest.approx(summary["lat_ms"]["max"], abs=1e-3)
 
 
 def test_bad_arguments_exit_2(fw_python: Path, fw_env: dict[str, str]) -> None:

@@ -83,6 +83,7 @@
 #define HARD_MAX_NS 10000000000ull   /* the starvation bound is never later than this */
 #define TRICKLE_MAX_NS 400000.0      /* the deepest queue a trickle keeps (below) */
 #define TRICKLE_SPREAD 2             /* gaps this much longer than predicted: random ends */
+#define TRICKLE_HOLD 3               /* a trickle waits this many of the shortest gaps (below) */
 
 /* The GPU time a launch of `work` units is predicted to take: the per-launch cost plus the
  * cost per unit (0 while there is no estimate). */
@@ -244,7 +245,17 @@ static bool trickle_ok(uint64_t now, uint64_t work, uint64_t idle, uint64_t gap_
     /* only where gaps end at random: a recent gap twice as long as the second shortest (the
      * shortest may be an outlier).  Where they are regular (a training step), production is due
      * back when the prediction ends, and what is queued past it only delays production. */
-    if (gap_end <= idle || !tgs_prod_gaps_spread(TRICKLE_SPREAD))
+    uint64_t shortest = gap_end > idle ? tgs_prod_gaps_spread(TRICKLE_SPREAD) : 0;
+    if (!shortest)
+        return false;
+    /* a server with requests waiting sends the next as soon as it has the last reply: a
+     * gap of host time only, the shortest in its ring (T5: most of 25-325 us, idle gaps
+     * mostly longer).  A trickle there delays every waiting request, so it waits until the
+     * gap has outlasted TRICKLE_HOLD of the shortest gaps (at most TRICKLE_MAX_NS, what it
+     * would cost production anyway) and is an idle one. */
+    uint64_t hold = shortest < (uint64_t)TRICKLE_MAX_NS / TRICKLE_HOLD
+                        ? TRICKLE_HOLD * shortest : (uint64_t)TRICKLE_MAX_NS;
+    if (now < idle + hold)
         return false;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     double deep = (double)(base - now) + run_ns(work);

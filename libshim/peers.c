@@ -325,8 +325,9 @@ uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle)
  * second shortest?  Not the shortest: one short gap among regular ones (a training step's host
  * hiccup) is an outlier, not a pattern, and would otherwise make a regular job look random for
  * as long as it stays in the ring. */
-bool tgs_prod_gaps_spread(uint64_t spread)
+uint64_t tgs_prod_gaps_spread(uint64_t spread)
 {
+    uint64_t shortest = 0;
     FOR_EACH_PROD(k) {
         const struct tgs_pub *p = pub_at(k);
         uint64_t lo1 = UINT64_MAX, lo2 = UINT64_MAX, hi = 0;
@@ -342,10 +343,11 @@ bool tgs_prod_gaps_spread(uint64_t spread)
                 lo2 = g;
             }
         }
-        if (lo2 != UINT64_MAX && lo2 <= UINT64_MAX / spread && hi >= spread * lo2)
-            return true;
+        if (lo2 != UINT64_MAX && lo2 <= UINT64_MAX / spread && hi >= spread * lo2 &&
+            (!shortest || lo1 < shortest))
+            shortest = lo1;
     }
-    return false;
+    return shortest;
 }
 
 uint64_t tgs_prod_gap_max(void)

@@ -165,7 +165,9 @@ bool tgs_prod_busy(void);            /* any production job of the device has wor
  * (the latest idle_since_ns). */
 uint64_t tgs_prod_gap_end(uint64_t now, uint64_t *idle);
 uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
-bool tgs_prod_gaps_spread(uint64_t spread); /* a production ring's gaps end at random */
+/* a production ring's gaps end at random (its longest >= spread x its second shortest):
+ * the shortest gap of such rings, 0 where none is */
+uint64_t tgs_prod_gaps_spread(uint64_t spread);
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
 uint64_t tgs_prod_gap_last(void);   /* the latest gap in the production rings (trace) */
 int tgs_opp_jobs(void);             /* opportunistic jobs the device table lists */

@@ -402,6 +402,33 @@ def test_short_launches_trickle_into_gaps_that_end_at_random(
         assert reasons[0] == "P" and "T" not in reasons, reasons
 
 
+def test_a_trickle_waits_out_the_gaps_a_backlogged_server_leaves(probe_bin: Path, opp: Opp,
+                                                               tmp_path: Path) -> None:
+    """A server with requests waiting leaves gaps of host time only, the shortest in its ring
+    (here 0.2 ms, beside idle gaps of 2 s).  A trickle into such a gap delays every waiting
+    request, so none goes before the gap has lasted 3 x the shortest gap, at most 0.4 ms."""
+    env, _, dev, _ = opp
+    trace = tmp_path / "fit.txt"
+    set_history(dev, [200_000, 200_000, 2_000_000_000, 2_000_000_000], 146_000)
+    go_idle(dev, ago_ns=1_000_000_000)
+    p = Probe(probe_bin, dict(env, TGS_FIT_TRACE=str(trace)), "init", "launch:1:2000:1000",
+              "sync", "ready", "launch:4:300:1000", "sync", "ready")
+    try:
+        assert [p.line(), p.line().split()[-1], p.line(), p.line()] == \
+            ["init 0", "0", "sync 0", "ready"]
+        go_busy(dev)
+        p.go()                  # 0.3 ms kernels: they never fit the 0.15 ms prediction
+        time.sleep(0.05)        # the launch waits in the gate while production is busy
+        go_idle(dev)
+        assert [p.line().split()[-1], p.line(), p.line()] == ["0", "sync 0", "ready"]
+    finally:
+        p.close()
+    lines = [ln.split() for ln in trace.read_text().splitlines()]
+    assert [ln[2] for ln in lines] == ["P", "T", "T", "T", "T"], lines
+    ages = [int(ln[0]) - int(ln[5]) for ln in lines[1:]]
+    assert min(ages) >= 400_000, ages        # 3 x 0.2 ms, capped at 0.4 ms
+
+
 def test_a_first_sample_held_up_on_the_host_is_not_believed(drain_bin: Path, opp: Opp) -> None:
     """The first sampled launch is held up on the host after its start event, on an idle
     stream, has fired: here the simulator's lazy loading (TGS_SIM_LAZY_LOAD_US: 150 ms at a

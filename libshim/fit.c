@@ -251,8 +251,8 @@ static bool trickle_ok(uint64_t now, uint64_t work, uint64_t idle, uint64_t gap_
     /* a server with requests waiting sends the next as soon as it has the last reply: a
      * gap of host time only, the shortest in its ring (T5: most of 25-325 us, idle gaps
      * mostly longer).  A trickle there delays every waiting request, so it waits until the
-     * gap has outlasted TRICKLE_HOLD of the shortest gaps (at most TRICKLE_MAX_NS, what it
-     * would cost production anyway) and is an idle one. */
+     * gap has outlasted TRICKLE_HOLD of the shortest gaps (at most TRICKLE_MAX_NS, what a
+     * trickle costs production anyway): by then the server is idle, not between requests. */
     uint64_t hold = shortest < (uint64_t)TRICKLE_MAX_NS / TRICKLE_HOLD
                         ? TRICKLE_HOLD * shortest : (uint64_t)TRICKLE_MAX_NS;
     if (now < idle + hold)

@@ -107,7 +107,7 @@ def test_defaults_and_valid_values_give_no_line(probe_bin: Path, shim_env: dict[
     assert _tgs_lines(probe_bin, dict(shim_env, **empty)) == []
     valid = {"TGS_LOG_LEVEL": "ERROR", "TGS_MEM_LIMIT": "1.5GiB", "TGS_DRAIN": "0",
              "TGS_DRAIN_SETTLE_US": "1000000", "TGS_DRAIN_SETTLE_MAX_US": "0",
-             "TGS_DRAIN_POLL_US": "0", "TGS_FIT_BUDGET": "gap",
+             "TGS_DRAIN_POLL_US": "200", "TGS_FIT_BUDGET": "gap",
              "TGS_SLOT_WAIT_MS": "0", "TGS_OVERSUB_CHECK_MS": "600000",
              "TGS_OVERSUB_PAUSE_MS": "0", "TGS_OVERSUB_WATCH_MS": "7", "TGS_DEBUG_HITS": "1",
              "TGS_FIT_TRACE": str(tmp_path / "trace.txt")}

@@ -108,7 +108,8 @@ def _check_built(gpu: str) -> None:
                    "adaptive, mean/p95 JCT; default: on without filters).")
 @click.option("--repeat", "repeats", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Run the scenarios this many times (each with its own solo baselines, in "
-                   "run-<i>/) and report each figure's median and spread (repeat.md).")
+                   "run-<i>/) and report each figure's median and spread, and the paired "
+                   "scenarios' halves pooled over the runs (repeat.md).")
 @click.option("--opp-cpu-nice", "opp_nice", type=click.IntRange(NICE_MIN, NICE_MAX),
               default=OPPORTUNISTIC_NICE, show_default=True, metavar="N",
               help="Opportunistic jobs' CPU nice value under a controller, as tgs-run's "
@@ -160,11 +161,13 @@ def cli(scenarios: tuple[str, ...], policies: tuple[str, ...], quick: bool, gpu:
         sys.exit(130)
     if repeats > 1:
         summary = repeat.summarise(docs)
+        pool = repeat.pooled(docs)
         doc = {"runs": [str(out / f"run-{i}") for i in range(1, repeats + 1)],
                "command": " ".join(sys.argv), "machine": docs[0].get("machine"),
-               "repeat": repeat.as_json(summary)}
+               "repeat": repeat.as_json(summary), "pooled": pool}
         (out / "repeat.json").write_text(json.dumps(doc, indent=1) + "\n")
-        (out / "repeat.md").write_text(repeat.markdown(summary, repeats))
+        (out / "repeat.md").write_text(repeat.markdown(summary, repeats) +
+                                       repeat.pooled_markdown(pool, repeats))
         text = (out / "repeat.md").read_text()
     else:
         doc, text = docs[0], (out / "results.md").read_text()

@@ -50,17 +50,11 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-def paired(steps: list[list[float]], pauses: list[Span], window: Span,
-           server: bool = False) -> dict[str, Any] | None:
-    """Both halves' step-time quantiles and their ratios, None without pauses or steps;
-    rate_on_vs_off: production's steps per second beside the opportunistic job against its own
-    while that job pauses (the mean step times' inverse ratio), its throughput in one run.  A
-    server's rate is its arrivals': it gets mean_on_vs_off (latency) instead."""
-    if not pauses or not steps:
-        return None
-    on, off = split_steps(steps, pauses, window)
-    if not on or not off:
-        return None
+def compare(on: list[float], off: list[float], server: bool = False) -> dict[str, Any]:
+    """Both halves' quantiles and their ratios; rate_on_vs_off: production's steps per second
+    beside the opportunistic job against its own while that job pauses (the mean step times'
+    inverse ratio), its throughput in one run.  A server's rate is its arrivals': it gets
+    mean_on_vs_off (latency) instead."""
     a, b = _half(on), _half(off)
     speed = ({"mean_on_vs_off": _ratio(a["mean"], b["mean"])} if server else
              {"rate_on_vs_off": _ratio(b["mean"], a["mean"])})
@@ -68,6 +62,31 @@ def paired(steps: list[list[float]], pauses: list[Span], window: Span,
             "p50_on_vs_off": _ratio(a["p50"], b["p50"]),
             "p99_on_vs_off": _ratio(a["p99"], b["p99"]),
             "p999_on_vs_off": _ratio(a["p999"], b["p999"])}
+
+
+def paired(steps: list[list[float]], pauses: list[Span], window: Span,
+           server: bool = False) -> dict[str, Any] | None:
+    """compare() of the steps in either half, None without pauses or steps; on_ms and off_ms
+    keep the halves' step times, so that runs can be pooled (pool())."""
+    if not pauses or not steps:
+        return None
+    on, off = split_steps(steps, pauses, window)
+    if not on or not off:
+        return None
+    return {**compare(on, off, server), "on_ms": [round(ms, 3) for ms in on],
+            "off_ms": [round(ms, 3) for ms in off]}
+
+
+def pool(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """compare() of the halves of several runs' paired() results pooled: N runs of one
+    scenario are one run N times as long, whose tail holds N times the steps (a run's p99 at
+    60 % load rests on a few long busy periods).  None unless every run kept its halves."""
+    if not runs or not all(isinstance(r.get("on_ms"), list) and isinstance(r.get("off_ms"), list)
+                           and r["on_ms"] and r["off_ms"] for r in runs):
+        return None
+    on = [float(ms) for r in runs for ms in r["on_ms"]]
+    off = [float(ms) for r in runs for ms in r["off_ms"]]
+    return {**compare(on, off, server="mean_on_vs_off" in runs[0]), "runs": len(runs)}
 
 
 def pauses_of(events: list[dict[str, Any]]) -> list[Span]:

@@ -12,6 +12,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from tgs.bench import paired
+
 # (key in a policy's results, column title): the figures the targets are stated in
 METRICS = (
     ("prod_vs_solo", "prod/solo"),
@@ -72,6 +74,30 @@ def summarise(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Sprea
             if figures:
                 out.setdefault(key, {})[pol] = figures
     return out
+
+
+def pooled(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """scenario -> policy -> paired.pool() of the paired halves of every run that has them
+    (T7-T11): the runs as one run N times as long."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in dict.fromkeys(k for d in docs for k in d.get("scenarios", {})):
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for d in docs:
+            for pol, res in d.get("scenarios", {}).get(key, {}).get("policies", {}).items():
+                if isinstance(res, dict) and isinstance(res.get("paired"), dict):
+                    runs.setdefault(pol, []).append(res["paired"])
+        for pol, each in runs.items():
+            if (p := paired.pool(each)) is not None:
+                out.setdefault(key, {})[pol] = p
+    return out
+
+
+def pooled_markdown(pool: dict[str, dict[str, dict[str, Any]]], runs: int) -> str:
+    """The paired table (bench/paired.py) of the pooled halves; empty without paired runs."""
+    table = paired.markdown({k: {"policies": {pol: {"paired": p} for pol, p in pols.items()}}
+                             for k, pols in pool.items()})
+    return (f"\n### The paired halves of the {runs} runs pooled (one run {runs} times as "
+            "long)\n\n" + table) if table else ""
 
 
 def markdown(summary: dict[str, dict[str, dict[str, Spread]]], runs: int) -> str:

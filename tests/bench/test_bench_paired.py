@@ -63,6 +63,26 @@ def test_a_servers_requests_pair_by_arrival_and_report_mean_latency_not_rate() -
     assert "| T9 | adaptive | 2 / 2 | 12.00 / 6.00 |" in md and "| mean 2.000 | 2.000 |" in md
 
 
+def test_runs_pool_into_one_longer_run_of_both_halves() -> None:
+    # three runs of 100 requests a half: the second run's two slow requests are its p99, two
+    # in the pooled 300 are under theirs
+    runs = []
+    for r in range(3):
+        steps = [_step(1.2 + i * 0.007, 10.0 + (r == 1 and i < 2) * 90) for i in range(100)]
+        steps += [_step(2.2 + i * 0.007, 10.0) for i in range(100)]
+        m = paired.paired(steps, PAUSES, WINDOW, server=True)
+        assert m is not None and len(m["on_ms"]) == 100 and len(m["off_ms"]) == 100
+        runs.append(m)
+    assert runs[1]["p99_on_vs_off"] == pytest.approx(10.0)      # its 100 ms requests
+    p = paired.pool(runs)
+    assert p is not None and p["runs"] == 3 and p["on"]["n"] == 300 and p["off"]["n"] == 300
+    assert p["p99_on_vs_off"] == pytest.approx(1.0)            # 2 in 300: under the p99
+    assert p["mean_on_vs_off"] == pytest.approx(1.06)          # server: latency, not rate
+    assert "on_ms" not in p                                    # the pooled figure only
+    assert paired.pool([runs[0], {"p99_on_vs_off": 1.0}]) is None  # a run without its halves
+    assert paired.pool([]) is None
+
+
 def test_pauses_come_from_the_jobs_pause_lines_and_the_table_shows_them() -> None:
     events = [{"type": "alloc", "bytes": 1}, {"type": "pause", "from_s": 2.0, "to_s": 3.0},
               {"type": "pause", "from_s": 4}]                 # malformed: left out

@@ -54,6 +54,23 @@ def test_the_paired_p99_is_summarised_from_its_nested_figure() -> None:
 
 
 @pytest.mark.timeout(20)
+def test_the_paired_halves_are_pooled_over_the_runs_that_kept_them() -> None:
+    def run(on: list[float], off: list[float]) -> dict[str, object]:
+        return {"p99_on_vs_off": 1.0, "mean_on_vs_off": 1.0, "on_ms": on, "off_ms": off}
+    docs = [_doc(adaptive={"paired": run([10.0] * 99 + [50.0], [10.0] * 100)}),
+            _doc(adaptive={"paired": None}, none={"harvest": 1.0}),   # nothing paired
+            _doc(adaptive={"paired": run([10.0] * 100, [10.0] * 100)})]
+    pool = repeat.pooled(docs)
+    assert list(pool) == ["T2"] and list(pool["T2"]) == ["adaptive"]
+    p = pool["T2"]["adaptive"]
+    assert p["runs"] == 2 and p["on"]["n"] == 200 and p["off"]["n"] == 200
+    assert p["mean_on_vs_off"] == pytest.approx(1.02)
+    md = repeat.pooled_markdown(pool, 3)
+    assert "pooled" in md and "| T2 | adaptive | 200 / 200 |" in md
+    assert repeat.pooled_markdown({}, 3) == ""
+
+
+@pytest.mark.timeout(20)
 def test_markdown_and_json_carry_every_run() -> None:
     docs = [_doc(adaptive={"harvest": 0.61, "prod_vs_solo": 1.0}),
             _doc(adaptive={"harvest": 0.55, "prod_vs_solo": 0.98})]

@@ -24,7 +24,13 @@ Per device, every period (docs/policy.md has the reasoning and the figures):
    tightens (level x DECREASE: rate limits, longer max wait) and probes again
    after PROBE_EVERY; otherwise level creeps back (+INCREASE) and the probe
    interval doubles up to PROBE_EVERY_MAX, so a FIT gate that works costs
-   opportunistic jobs ~1.5 % instead of 11 %.
+   opportunistic jobs ~1.5 % instead of 11 %.  A drop only counts when it
+   exceeds the noise as well (NOISE_Z standard errors of the two means, from
+   the per-period rates): a production job whose work comes with its demand
+   (a server's Poisson arrivals: 12-15 % in a probe at 240-360 requests/s)
+   would otherwise tighten at random, a random walk of `level` that starves
+   the opportunistic job.  A drop within the noise changes nothing and the
+   next probe comes after PROBE_EVERY.
    gate_max_wait_us is at least WAIT_CYCLES production cycles (busy phase +
    gap, from the production pubs' busy_seq), so FIT waits out a busy phase.
 5. Opportunistic jobs share, by weight, the GPU time production leaves
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .base import (
     GATE_FIT,
@@ -73,6 +79,7 @@ INCREASE = 0.1
 GATE_POLICY = GatePolicy() # the .ctl's policy values: the contract's (segment.h) ...
 INTERFERENCE = GATE_POLICY.interference   # ... production may lose at most 3 % (the shims'
                                           # overrun budget obeys the same target)
+NOISE_Z = 2.0             # a drop counts beyond this many standard errors (one-sided ~2 %)
 WAIT_MIN_US = 20_000      # gate max wait at level 1
 WAIT_MAX_US = 200_000     # ... at LEVEL_MIN: the starvation bound is never longer
 WAIT_CYCLES = 4           # max wait covers this many production cycles (busy + gap)
@@ -115,6 +122,23 @@ def _ema(old: float, sample: float, alpha: float) -> float:
 
 
 @dataclass
+class _Moments:
+    """Count, mean and variance of per-period samples (Welford)."""
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        d = x - self.mean
+        self.mean += d / self.n
+        self.m2 += d * (x - self.mean)
+
+    def var_of_mean(self) -> float:
+        return self.m2 / (self.n - 1) / self.n if self.n > 1 else 0.0
+
+
+@dataclass
 class _Dev:
     duty: float = 0.0
     idle_periods: int = 0
@@ -129,6 +153,8 @@ class _Dev:
     probe_until: float = 0.0         # > 0 while probing
     probe_work: float = 0.0
     probe_t: float = 0.0
+    acc_rates: _Moments = field(default_factory=_Moments)     # per-period rates
+    probe_rates: _Moments = field(default_factory=_Moments)
     mode: str = "open"
     jobset: frozenset = frozenset()  # live opportunistic jobs at the last calibration
     calibrated: float = -1e9         # when the last calibration period started
@@ -148,6 +174,13 @@ class _Opp:
     boost: float = 1.0               # > 1 while it uses time others leave unused
     peak: float = 0.0                # its work rate per GPU-second when it ran unlimited alone
     given: float | None = None       # the rate decided last period (None = unlimited)
+
+
+def _new_window(dev: _Dev) -> None:
+    """A new comparison window: production's work with opportunistic work present."""
+    dev.acc_work = dev.acc_t = 0.0
+    dev.acc_rates = _Moments()
+    dev.opp_ran = False
 
 
 class AdaptivePolicy(Policy):
@@ -199,8 +232,7 @@ class AdaptivePolicy(Policy):
         dev.mode = "guard" if live and dev.idle_periods < IDLE_PERIODS else "open"
         if dev.mode == "open":
             dev.probe_until = 0.0
-            dev.acc_work = dev.acc_t = 0.0
-            dev.opp_ran = False
+            _new_window(dev)
             dev.next_probe = now + dev.probe_every
             return
         pwork = sum(j.work_rate for j in prod) * dt
@@ -208,22 +240,24 @@ class AdaptivePolicy(Policy):
             if now - dev.probe_start > PROBE_DRAIN:
                 dev.probe_work += pwork
                 dev.probe_t += dt
+                dev.probe_rates.add(pwork / dt if dt > 0 else 0.0)
             if now >= dev.probe_until:
                 self._judge(dev)
                 dev.probe_until = 0.0
-                dev.acc_work = dev.acc_t = 0.0
-                dev.opp_ran = False
+                _new_window(dev)
                 dev.next_probe = now + dev.probe_every
             return
         dev.acc_work += pwork
         dev.acc_t += dt
+        dev.acc_rates.add(pwork / dt if dt > 0 else 0.0)
         dev.opp_ran = dev.opp_ran or any(j.work_rate > 0 for j in opp)
         if now >= dev.next_probe:
             if dev.opp_ran and dev.acc_work > 0:
                 dev.probe_start, dev.probe_until = now, now + PROBE_LEN
                 dev.probe_work = dev.probe_t = 0.0
+                dev.probe_rates = _Moments()
             else:                               # nothing to compare: start a new window
-                dev.acc_work = dev.acc_t = 0.0
+                _new_window(dev)
                 dev.next_probe = now + dev.probe_every
 
     @staticmethod
@@ -234,8 +268,11 @@ class AdaptivePolicy(Policy):
         solo = dev.probe_work / dev.probe_t
         shared = dev.acc_work / dev.acc_t
         dev.prod_rate_solo, dev.prod_rate_shared = solo, shared
-        if shared < solo * (1 - INTERFERENCE):
+        noise = NOISE_Z * math.sqrt(dev.probe_rates.var_of_mean() + dev.acc_rates.var_of_mean())
+        if shared < solo * (1 - INTERFERENCE) - noise:
             dev.level = max(LEVEL_MIN, dev.level * DECREASE)
+            dev.probe_every = PROBE_EVERY
+        elif shared < solo * (1 - INTERFERENCE):    # within the noise: look again soon
             dev.probe_every = PROBE_EVERY
         else:
             dev.level = min(1.0, dev.level + INCREASE)

@@ -216,6 +216,54 @@ def test_static_ignores_start_up_and_follows_the_peak() -> None:
     assert d.rate == pytest.approx(0.3 * 1e5, rel=0.01)
 
 
+class DutyJob:
+    """torch_train --duty 1:1 under the policy: steps of STEP work units at `cap` units/s
+    (after a slow start-up), working 1 s (the step under way finishes) then pausing 1 s."""
+    STEP = 4e3
+
+    def __init__(self) -> None:
+        self.pol = make_policy("static", static_share=0.3)
+        self.now, self.rate, self.steps = 0.0, None, 0
+        self.done, self.on_since, self.paused_until = 0.0, 0.0, -1.0
+
+    def period(self) -> Decision:
+        self.now += DT
+        cap = 1e3 if self.now < 1.5 else 2e5          # PyTorch's first steps are slow
+        limit = cap if self.rate is None else min(cap, self.rate)
+        work, left = 0.0, DT
+        while left > 1e-9 and self.now - DT + (DT - left) >= self.paused_until:
+            t = min(left, (self.STEP - self.done) / limit)
+            self.done += limit * t
+            work += limit * t
+            left -= t
+            if self.done >= self.STEP - 1e-6:
+                self.done, self.steps = 0.0, self.steps + 1
+                at = self.now - left
+                if at - self.on_since >= 1.0:          # the on-phase is over: pause 1 s
+                    self.paused_until, self.on_since = at + 1.0, at + 1.0
+        d = self.pol.decide(self.now, DT, {}, [prod(1e6), opp(
+            work / DT, throttled=0.5 if self.rate is not None and self.rate < cap else 0.0)])[
+            "o"]
+        self.rate = d.rate
+        return d
+
+
+def test_static_measures_a_job_that_pauses_while_it_works() -> None:
+    """A measurement burst that meets a pause (or a held step's last sliver) measures
+    nothing: retried, not believed, so the job gets its share of what it does when working."""
+    job = DutyJob()
+    for _ in range(round(12 / DT)):
+        job.period()
+    before, rates = job.steps, []
+    for _ in range(round(10 / DT)):
+        if (d := job.period()).reason == "static":
+            rates.append(d.rate)
+    assert min(rates) == pytest.approx(0.3 * 2e5, rel=0.05)
+    assert max(rates) == pytest.approx(0.3 * 2e5, rel=0.05)
+    # 30 % of 2e5 units/s half the time: 7.5 steps/s (one held to the start-up's peak: 0.1)
+    assert job.steps - before >= 0.7 * 10 * 0.5 * 0.3 * 2e5 / DutyJob.STEP
+
+
 def test_static_no_gate_no_cap_and_forgets() -> None:
     st = StaticRun(0.5)
     d = st.run(3.0, 2e5)

@@ -381,7 +381,8 @@ static int commit(uint64_t now, uint64_t work, CUstream stream)
 /* TGS_FIT_TRACE: one line per gated launch, for measuring where production's gaps go
  * (bench/fit_accounting.py): when it went, the gap it went into and what FIT predicted.
  * Columns: now_ns waited_ns reason seq prod_busy idle_since_ns gap_end_ns est_ns_per_unit
- * work queue_end_ns budget_ns last_gap_ns.  Caller holds mu. */
+ * work queue_end_ns budget_ns last_gap_ns pid (several processes may share one file; the pid
+ * matches the simulator's kernel trace, bench/wait_accounting.py).  Caller holds mu. */
 static void trace_locked(uint64_t now, uint64_t start, enum verdict v, uint64_t work)
 {
     struct tgs_fit *f = &tgs_g.fit;
@@ -393,12 +394,12 @@ static void trace_locked(uint64_t now, uint64_t start, enum verdict v, uint64_t 
         return;
     uint64_t idle = 0, gap_end = tgs_prod_gap_end(now, &idle);
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
-    dprintf(f->trace_fd, "%llu %llu %c %llu %d %llu %llu %.4f %llu %llu %.0f %llu\n",
+    dprintf(f->trace_fd, "%llu %llu %c %llu %d %llu %llu %.4f %llu %llu %.0f %llu %d\n",
             (unsigned long long)now, (unsigned long long)(now - start), VERDICT_CH[v],
             (unsigned long long)tgs_prod_seq(), (int)tgs_prod_busy(), (unsigned long long)idle,
             (unsigned long long)gap_end, f->est, (unsigned long long)work,
             (unsigned long long)(base + (uint64_t)run_ns(work)), f->overrun_budget,
-            (unsigned long long)tgs_prod_gap_last());
+            (unsigned long long)tgs_prod_gap_last(), (int)getpid());
 }
 
 int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)

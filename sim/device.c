@@ -28,6 +28,7 @@ CUresult cuInit(unsigned int Flags)
         g_sim.sm_count = (int)sim_env_u64("TGS_SIM_SMS", 108, 1, 1024);
         g_sim.pcie_gbps = sim_env_double("TGS_SIM_PCIE_GBPS", 25.0, 0.001, 1e6);
         g_sim.host_limit = sim_env_bytes("TGS_SIM_HOST_MEM", UINT64_MAX);
+        sim_trace_open();
         r = sim_state_open();
         if (r == CUDA_SUCCESS)
             sim_visible_init();

@@ -37,7 +37,7 @@ static int pick_next(int dev, int cur)
 
 /* Complete the head item of cx at time t, then any zero-time markers
  * directly behind it (an event recorded after a kernel fires with it). */
-static void complete_head(struct sim_device *dv, struct sim_ctx *cx, uint64_t t)
+static void complete_head(int dev, struct sim_device *dv, struct sim_ctx *cx, uint64_t t)
 {
     do {
         struct sim_item *it = &cx->items[cx->head % SIM_RING];
@@ -47,6 +47,7 @@ static void complete_head(struct sim_device *dv, struct sim_ctx *cx, uint64_t t)
             __atomic_store_n(&m->id, it->marker, __ATOMIC_RELEASE);
         } else {
             dv->kernels_done++;
+            sim_trace_kernel_locked(dev, cx, it, t);
         }
         cx->last_done_ns = t;
         __atomic_store_n(&cx->head, cx->head + 1, __ATOMIC_RELEASE);
@@ -76,6 +77,8 @@ void sim_advance_locked(int dev, uint64_t now)
         struct sim_ctx *cx = &st->ctx[c];
         struct sim_item *it = &cx->items[cx->head % SIM_RING];
         uint64_t run = it->remaining_ns;
+        if (!it->start_ns)
+            it->start_ns = t;
         if (run > dv->slice_end_ns - t)
             run = dv->slice_end_ns - t;
         if (run > now - t)
@@ -88,7 +91,7 @@ void sim_advance_locked(int dev, uint64_t now)
         if (cx->proc >= 0 && cx->proc < SIM_MAX_PROCS)
             st->proc[cx->proc].dev[dev].busy_ns += run;
         if (it->remaining_ns == 0)
-            complete_head(dv, cx, t);
+            complete_head(dev, dv, cx, t);
     }
     if (now > dv->t_last_ns)
         __atomic_store_n(&dv->t_last_ns, now, __ATOMIC_RELEASE);
@@ -189,10 +192,13 @@ CUresult sim_enqueue(struct CUctx_st *ctx, uint64_t dur_ns, uint64_t marker, uin
         struct sim_item *it = &cx->items[cx->tail % SIM_RING];
         it->remaining_ns = dur_ns;
         it->marker = marker;
+        it->enq_ns = now;
+        it->start_ns = 0;
+        it->dur_ns = dur_ns;
         cx->pending_ns += dur_ns;
         __atomic_store_n(&cx->tail, cx->tail + 1, __ATOMIC_RELEASE);
         if (pending == 0 && dur_ns == 0)
-            complete_head(&g_sim.st->dev[dev], cx, now); /* nothing ahead: done now */
+            complete_head(dev, &g_sim.st->dev[dev], cx, now); /* nothing ahead: done now */
         *seq_out = cx->tail;
         sim_dev_unlock(dev);
         return CUDA_SUCCESS;

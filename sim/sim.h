@@ -152,6 +152,12 @@ struct CUmemPoolHandle_st {
     unsigned int access;        /* CUmemAccess_flags for the device */
 };
 
+/* TGS_SIM_TRACE lines one device's lock holder produced, written once it lets go (trace.c). */
+struct sim_trace_buf {
+    size_t len;
+    char data[8192];
+};
+
 /* Process-wide state of the simulator: the one mutable global. */
 struct sim_globals {
     pthread_mutex_t lock; /* guards the process-local tables below */
@@ -201,6 +207,10 @@ struct sim_globals {
     struct sim_capture *captures;  /* capture sequences in progress */
     uint64_t cap_next_id;
     int cap_active;                /* how many are in progress (atomic: the launch paths' test) */
+    /* TGS_SIM_TRACE (trace.c) */
+    int tracing;
+    int trace_fd;
+    struct sim_trace_buf trace[SIM_MAX_DEVICES]; /* each under its device's lock */
 };
 
 extern struct sim_globals g_sim;
@@ -230,6 +240,11 @@ CUresult sim_state_open(void);
 void sim_reap_dead(int force);
 void sim_dev_lock(int dev);
 void sim_dev_unlock(int dev);
+/* TGS_SIM_TRACE (trace.c): a line per completed kernel, written after the device lock */
+void sim_trace_open(void);
+void sim_trace_kernel_locked(int dev, const struct sim_ctx *cx, const struct sim_item *it,
+                             uint64_t end_ns);
+void sim_trace_unlock(int dev, pthread_mutex_t *lock);
 
 /* init gate used by every entry point that needs cuInit */
 static inline CUresult sim_check_init(void)

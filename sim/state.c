@@ -43,7 +43,8 @@ void sim_dev_lock(int dev)
     }
 }
 
-void sim_dev_unlock(int dev) { pthread_mutex_unlock(&g_sim.st->dev[dev].lock); }
+/* Trace lines the holder produced are written after the lock is released (trace.c). */
+void sim_dev_unlock(int dev) { sim_trace_unlock(dev, &g_sim.st->dev[dev].lock); }
 
 static int create_file(const char *path, uint64_t mem, int ndev, uint64_t slice_ns)
 {

@@ -75,12 +75,13 @@ def resolve_gpu(mode: str) -> str:
     return "sim"
 
 
-# Shim settings a benchmark run passes on to its processes, for side-by-side runs (e.g.
+# Shim settings (and the simulator's kernel trace, TGS_SIM_TRACE: docs/simulator.md) a benchmark
+# run passes on to its processes, for side-by-side runs (e.g.
 # `TGS_DRAIN=0 python -m tgs.bench.main ...`: production seen idle at its synchronize calls
 # only; docs/segment.md "Gating"), and the shim itself: `TGS_SHIM_LIB=<another libtgs.so>`
 # reaches the controller, whose replies name the library every job preloads.
 SHIM_KNOBS = ("TGS_DRAIN", "TGS_DRAIN_SETTLE_US", "TGS_DRAIN_SETTLE_MAX_US", "TGS_DRAIN_POLL_US",
-              "TGS_FIT_BUDGET", "TGS_FIT_TRACE", "TGS_SHIM_LIB")
+              "TGS_FIT_BUDGET", "TGS_FIT_TRACE", "TGS_SHIM_LIB", "TGS_SIM_TRACE")
 
 
 def job_env(gpu: str, sim_state: Path | None) -> dict[str, str]:

@@ -32,7 +32,7 @@
 
 /* CDEF-BEGIN */
 #define SIM_STATE_MAGIC 0x314d4953534754ULL /* "TGSSIM1" */
-#define SIM_STATE_VERSION 2 /* 2: a marker slot per ring slot; 1: the residency table was appended */
+#define SIM_STATE_VERSION 3 /* 3: items carry their times; 2: a marker slot per ring slot; 1: the residency table was appended */
 #define SIM_MAX_DEVICES 8
 #define SIM_MAX_PROCS 128
 #define SIM_MAX_CTXS 256
@@ -45,6 +45,9 @@
 struct sim_item {
     uint64_t remaining_ns;
     uint64_t marker;
+    uint64_t enq_ns;   /* when it was queued */
+    uint64_t start_ns; /* when it first ran (0: not yet) */
+    uint64_t dur_ns;   /* its device time */
 };
 
 struct sim_marker {

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tgs.bench import host_steal
 from tgs.bench.oversub_mem import MemSeries, make_mem_sampler
 from tgs.bench.scenarios import TORCH_PROGRAMS, JobDef
 from tgs.client import Client, ControllerUnavailable
@@ -153,6 +154,7 @@ class RunRecord:
     policy_state: dict[str, Any] = field(default_factory=dict)
     sampler_error: str | None = None
     memory: MemSeries = field(default_factory=list)   # run_jobs(memory=True)
+    host_steal: float | None = None     # share of the CPUs the hypervisor took (host_steal.py)
 
     def busy_of(self, job: str) -> BusySeries:
         return self.proc_busy.get(self.jobs[job].pid, [])
@@ -165,6 +167,7 @@ class RunRecord:
                 "proc_busy": {str(pid): [[round(t, 4), round(b, 6)] for t, b in series]
                               for pid, series in self.proc_busy.items()},
                 "policy_state": self.policy_state, "sampler_error": self.sampler_error,
+                "host_steal": self.host_steal,
                 "memory": [[round(t, 4), {str(pid): u.to_list() for pid, u in m.items()}]
                            for t, m in self.memory]}
 
@@ -312,6 +315,7 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
                 names.append(j.name)
             _wait_ready(procs, runs, names)
         t0 = time.monotonic() + 0.2
+        steal0 = host_steal.read()
         for j in sorted(jobs, key=lambda j: j.start_s):
             time.sleep(max(0.0, t0 + j.start_s - time.monotonic()))
             if j.torch is not None:
@@ -321,6 +325,7 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
             _started(runs[j.name], procs[j.name][0], envs[j.name])
         _wait_or_stop(procs, runs, {j.name: t0 + j.start_s + j.seconds
                                     + (NUMBA_GRACE_S if j.numba else 0.0) for j in jobs})
+        stolen = host_steal.share(steal0, host_steal.read())
         if ctl is not None:
             try:
                 state = dict(client.status().get("policy_state", {}))
@@ -331,7 +336,7 @@ def run_jobs(scenario: str, label: str, policy: str | None, jobs: list[JobDef], 
     return RunRecord(scenario, label, policy, time.monotonic() - wall0, t0, runs,
                      list(sampler.device), {k: list(v) for k, v in sampler.procs.items()},
                      state, sampler.error or (mem_sampler.error if mem_sampler else None),
-                     list(mem_sampler.series) if mem_sampler else [])
+                     list(mem_sampler.series) if mem_sampler else [], stolen)
 
 
 READY_S = 120.0   # a PyTorch job not ready this long after its launch is stopped, an error

@@ -24,6 +24,7 @@ METRICS = (
     ("paired.rate_on_vs_off", "prod rate on/off (T7, T8)"),  # bench/paired.py
     ("paired.mean_on_vs_off", "server mean latency on/off (T9-T11)"),
     ("paired.p99_on_vs_off", "p99 on/off (T7-T11)"),
+    ("host_steal", "host CPU steal"),                        # bench/host_steal.py
 )
 
 

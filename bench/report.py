@@ -170,6 +170,7 @@ def run_metrics(res: ScenarioResult, policy: str) -> dict[str, Any]:
             out["fairness_jain"] = jain
             out["fairness_max_dev"] = dev
     out["baseline_util"] = base_util
+    out["host_steal"] = rec.host_steal
     steps = (rec.jobs[prod[0]].summary or {}).get("steps") if prod else None
     if steps and opp and span == span and span > 0:        # T7-T11: one run, both halves
         out["paired"] = paired.paired(steps, paired.pauses_of(rec.jobs[opp[0]].events),
@@ -229,6 +230,9 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
         "ran_s": {label: round(r.wall_s, 1) for label, r in
                   [*((f"solo:{k}", v) for k, v in res.solo.items()),
                    *((("prod-only", res.prod_only),) if res.prod_only else ())]},
+        "host_steal": {label: r.host_steal for label, r in
+                       [*((f"solo:{k}", v) for k, v in res.solo.items()),
+                        *((("prod-only", res.prod_only),) if res.prod_only else ())]},
     }
     if sc.reaction == "phases":
         out["reaction"], _ = reactions(sc, base)

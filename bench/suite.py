@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tgs.bench import oversub, paired, plots
+from tgs.bench import host_steal, oversub, paired, plots
 from tgs.bench.harness import RunRecord, run_jobs, save_run
 from tgs.bench.numba_job import available as numba_available
 from tgs.bench.overhead import cpu_model
@@ -221,6 +221,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ran = ", ".join(f"{p} {m_['ran_s']:.0f} s" for p, m_ in s["policies"].items())
         out.append(f"- {key} ({s['title']}): runs {ran}; baselines "
                    + ", ".join(f"{k} {v:.0f} s" for k, v in s["baseline"]["ran_s"].items()))
+    steal = host_steal.markdown(doc["scenarios"])
+    if steal:
+        out += ["", steal]
     for name, text in (doc.get("micro") or {}).items():
         out += ["", f"### {name}", "", text.strip()]
     return "\n".join(out) + "\n"

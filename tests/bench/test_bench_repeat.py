@@ -79,7 +79,7 @@ def test_markdown_and_json_carry_every_run() -> None:
     assert "2 identical runs" in md
     row = next(line for line in md.splitlines() if line.startswith("| T2 | adaptive"))
     assert "0.58 (0.61 / 0.55; spread 0.06)" in row
-    assert row.count(" - ") == 6     # p99, p99.9, opp/solo, paired rate, mean and p99 not measured
+    assert row.count(" - ") == 7     # p99, p99.9, opp/solo, paired rate, mean, p99, steal: none
     js = repeat.as_json(s)
     assert js["T2"]["adaptive"]["harvest"]["runs"] == [0.61, 0.55]
     assert js["T2"]["adaptive"]["prod_vs_solo"]["spread"] == pytest.approx(0.02)

@@ -77,15 +77,24 @@ def summarise(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Sprea
     return out
 
 
-def pooled(docs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+def _stolen(res: dict[str, Any], max_steal: float | None) -> bool:
+    """Did the hypervisor take max_steal of the CPUs or more during this run?"""
+    v = res.get("host_steal")
+    return max_steal is not None and isinstance(v, (int, float)) and v >= max_steal
+
+
+def pooled(docs: list[dict[str, Any]], max_steal: float | None = None
+           ) -> dict[str, dict[str, dict[str, Any]]]:
     """scenario -> policy -> paired.pool() of the paired halves of every run that has them
-    (T7-T11): the runs as one run N times as long."""
+    (T7-T11): the runs as one run N times as long; with max_steal, only the runs during which
+    the hypervisor took less than that share of the CPUs (bench/host_steal.py)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for key in dict.fromkeys(k for d in docs for k in d.get("scenarios", {})):
         runs: dict[str, list[dict[str, Any]]] = {}
         for d in docs:
             for pol, res in d.get("scenarios", {}).get(key, {}).get("policies", {}).items():
-                if isinstance(res, dict) and isinstance(res.get("paired"), dict):
+                if isinstance(res, dict) and isinstance(res.get("paired"), dict) and \
+                        not _stolen(res, max_steal):
                     runs.setdefault(pol, []).append(res["paired"])
         for pol, each in runs.items():
             if (p := paired.pool(each)) is not None:
@@ -99,6 +108,29 @@ def pooled_markdown(pool: dict[str, dict[str, dict[str, Any]]], runs: int) -> st
                              for k, pols in pool.items()})
     return (f"\n### The paired halves of the {runs} runs pooled (one run {runs} times as "
             "long)\n\n" + table) if table else ""
+
+
+def stolen_runs(docs: list[dict[str, Any]], max_steal: float) -> list[str]:
+    """The paired runs pooled(docs, max_steal) leaves out: "T10 adaptive, run 2 (12.6 %)"."""
+    out = []
+    for i, d in enumerate(docs, 1):
+        for key, sc in d.get("scenarios", {}).items():
+            for pol, res in sc.get("policies", {}).items():
+                if isinstance(res, dict) and isinstance(res.get("paired"), dict) and \
+                        _stolen(res, max_steal):
+                    out.append(f"{key} {pol}, run {i} ({100 * res['host_steal']:.1f} %)")
+    return out
+
+
+def quiet_markdown(pool: dict[str, dict[str, dict[str, Any]]], left_out: list[str],
+                   max_steal: float) -> str:
+    """The pooled table of the runs the hypervisor left alone; empty when none was left out."""
+    if not left_out:
+        return ""
+    table = paired.markdown({k: {"policies": {pol: {"paired": p} for pol, p in pols.items()}}
+                             for k, pols in pool.items()})
+    return (f"\n### Pooled again without the runs with host CPU steal of {100 * max_steal:.0f} "
+            f"% or more\n\nLeft out: {'; '.join(left_out)}.\n\n" + (table or "(none left)\n"))
 
 
 def markdown(summary: dict[str, dict[str, dict[str, Spread]]], runs: int) -> str:

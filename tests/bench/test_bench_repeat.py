@@ -71,6 +71,24 @@ def test_the_paired_halves_are_pooled_over_the_runs_that_kept_them() -> None:
 
 
 @pytest.mark.timeout(20)
+def test_runs_the_hypervisor_took_cpu_from_are_pooled_again_without_them() -> None:
+    def run(on: float, steal: float | None) -> dict[str, object]:
+        return {"host_steal": steal, "paired": {"p99_on_vs_off": 1.0, "mean_on_vs_off": 1.0,
+                                                "on_ms": [on] * 100, "off_ms": [10.0] * 100}}
+    docs = [_doc(adaptive=run(13.0, 0.13)), _doc(adaptive=run(10.0, 0.005)),
+            _doc(adaptive=run(10.0, None))]                 # not known: kept
+    assert repeat.pooled(docs)["T2"]["adaptive"]["mean_on_vs_off"] == pytest.approx(1.1)
+    quiet = repeat.pooled(docs, max_steal=0.02)
+    assert quiet["T2"]["adaptive"]["runs"] == 2
+    assert quiet["T2"]["adaptive"]["mean_on_vs_off"] == pytest.approx(1.0)
+    left = repeat.stolen_runs(docs, 0.02)
+    assert left == ["T2 adaptive, run 1 (13.0 %)"]
+    md = repeat.quiet_markdown(quiet, left, 0.02)
+    assert "steal of 2 % or more" in md and "run 1 (13.0 %)" in md and "| T2 | adaptive |" in md
+    assert repeat.quiet_markdown(repeat.pooled(docs), [], 0.02) == ""     # nothing left out
+
+
+@pytest.mark.timeout(20)
 def test_markdown_and_json_carry_every_run() -> None:
     docs = [_doc(adaptive={"harvest": 0.61, "prod_vs_solo": 1.0}),
             _doc(adaptive={"harvest": 0.55, "prod_vs_solo": 0.98})]

@@ -16,7 +16,11 @@ training step after its host work) are counted apart, since that is where a neig
 meets production.  With --fit, each wait is split between the neighbours' kernels that ran
 during it, by the FIT verdict each of those went with (the FIT line of its process just
 before it was queued; "not gated" where there is none: a production job's, or a launch the
-gate did not hold).  Trace formats: sim/trace.c, libshim/fit.c (trace_locked).
+gate did not hold).  With --requests <runs/<run>.json> (a job that kept its requests' times:
+the paired scenarios' server), its slowest requests, each request's span split into the
+server's own GPU time, its wait behind others and the rest, host time (its Python, a late
+wake-up, CPU the hypervisor took); a wait early in a busy period reaches the requests behind it
+as the server's own GPU time.  Trace formats: sim/trace.c, libshim/fit.c (trace_locked).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -131,6 +136,79 @@ def account(kernels: dict[int, list[Kernel]], fit: Verdicts | None = None) -> li
     return result
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request of a server job, and where its time went on the GPU."""
+    end_s: float          # its reply, CLOCK_MONOTONIC s (the job's `steps`)
+    latency_ms: float
+    device_ms: float      # the server's kernels ran this long within the request's span
+    wait_ms: float        # ... and waited this long behind other contexts
+    host_ms: float        # the rest: the server neither ran nor waited on the GPU (its host)
+
+
+def requests_of(record: dict[str, Any]) -> dict[int, list[tuple[float, float]]]:
+    """pid -> [(reply s, latency ms)] of each job in a run record (runs/<run>.json) that kept
+    its requests' times (--step-times: the paired scenarios' production job)."""
+    out = {}
+    for job in record.get("jobs", {}).values():
+        steps = (job.get("summary") or {}).get("steps")
+        if steps and job.get("pid"):
+            out[int(job["pid"])] = [(float(t), float(ms)) for t, ms in steps]
+    return out
+
+
+def explain(kernels: list[Kernel], steps: list[tuple[float, float]]) -> list[Request]:
+    """Each request's span split into the server's device time, its wait behind others and the
+    rest (host time: its Python, a late wake-up, CPU the hypervisor took); slowest first."""
+    ks = sorted(kernels, key=lambda k: k.started)
+    starts = [k.started for k in ks]
+    longest = max((k.ended - k.started for k in ks), default=0)
+    waits, prev = [], 0
+    for k in sorted(kernels, key=lambda k: k.queued):
+        ready = max(k.queued, prev)
+        prev = max(prev, k.ended)
+        waits.append((ready, k.started, k.ended, max(0, k.ended - ready - k.device_ns)))
+    waits.sort()
+    readies = [w[0] for w in waits]
+    out = []
+    for end_s, lat_ms in steps:
+        b = int(end_s * 1e9)
+        a = b - int(lat_ms * 1e6)
+        dev = 0
+        for k in ks[bisect.bisect_left(starts, a - longest):bisect.bisect_left(starts, b)]:
+            run = min(k.ended, b) - max(k.started, a)
+            # device time inside the span: a preempted kernel's span holds others' time too
+            dev += max(0, run) * k.device_ns // max(1, k.ended - k.started)
+        wait = sum(min(w, max(0, min(e, b) - max(r, a)))
+                   for r, _, e, w in waits[bisect.bisect_left(readies, a - longest):
+                                            bisect.bisect_left(readies, b)])
+        out.append(Request(end_s, lat_ms, dev / 1e6, wait / 1e6,
+                           max(0.0, lat_ms - dev / 1e6 - wait / 1e6)))
+    out.sort(key=lambda r: -r.latency_ms)
+    return out
+
+
+def requests_markdown(pid: int, reqs: list[Request], top: int) -> str:
+    if not reqs:
+        return ""
+    lat = sorted(r.latency_ms for r in reqs)
+    slow = [r for r in reqs if r.latency_ms >= 3 * lat[len(lat) // 2]]
+    tot = sum(r.latency_ms for r in slow) or 1.0
+    def share(ms: float) -> str:
+        return f"{100 * ms / tot:.0f} %"
+
+    rows = [f"\npid {pid}: {len(reqs)} requests, median {lat[len(lat) // 2]:.1f} ms; the "
+            f"{len(slow)} at 3x the median or more spent "
+            f"{share(sum(r.device_ms for r in slow))} of their time running on the GPU, "
+            f"{share(sum(r.wait_ms for r in slow))} waiting behind others there, "
+            f"{share(sum(r.host_ms for r in slow))} on the host", "",
+            "| reply s | latency ms | on the GPU ms | waiting there ms | host ms |",
+            "|---|---|---|---|---|"]
+    rows += [f"| {r.end_s:.3f} | {r.latency_ms:.1f} | {r.device_ms:.1f} | {r.wait_ms:.2f} | "
+             f"{r.host_ms:.1f} |" for r in reqs[:top]]
+    return "\n".join(rows)
+
+
 def _q(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(p * len(s)))] if s else 0.0
@@ -155,13 +233,31 @@ def markdown(waits: list[Waits]) -> str:
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--fit", "fit_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="the opportunistic jobs' TGS_FIT_TRACE, to split waits by verdict")
+@click.option("--requests", "record_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="a run's record (runs/<run>.json): its server's slowest requests, split into "
+                   "GPU time, GPU wait and host time")
+@click.option("--top", type=click.IntRange(1, 10_000), default=10,
+              help="how many of the slowest requests to list")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document instead of a table")
-def main(trace: Path, fit_path: Path | None, as_json: bool) -> None:
+def main(trace: Path, fit_path: Path | None, record_path: Path | None, top: int,
+         as_json: bool) -> None:
     """Per process, how long its kernels waited behind other contexts' (TGS_SIM_TRACE)."""
     kernels = parse(trace.read_text().splitlines())
     if not kernels:
         raise click.UsageError(f"{trace}: no kernel lines (was TGS_SIM_TRACE set?)")
     fit = parse_fit(fit_path.read_text().splitlines()) if fit_path else None
+    served: dict[int, list[Request]] = {}
+    if record_path is not None:
+        try:
+            record = json.loads(record_path.read_text())
+        except ValueError as e:
+            raise click.UsageError(f"{record_path}: not a run record ({e})") from None
+        served = {pid: explain(kernels[pid], steps)
+                  for pid, steps in requests_of(record).items() if pid in kernels}
+        if not served:
+            raise click.UsageError(f"{record_path}: no job with request times whose pid is "
+                                   "in the trace")
     waits = account(kernels, fit)
     if as_json:
         docs = []
@@ -171,9 +267,12 @@ def main(trace: Path, fit_path: Path | None, as_json: bool) -> None:
             d.update(wait_us_p50=_q(w.wait_us, .5), wait_us_p99=_q(w.wait_us, .99),
                      wait_us_max=max(w.wait_us, default=0.0))
             docs.append(d)
-        click.echo(json.dumps(docs))
+        click.echo(json.dumps({"processes": docs,
+                               "requests": {str(pid): [asdict(r) for r in reqs[:top]]
+                                            for pid, reqs in served.items()}}))
     else:
-        click.echo(markdown(waits))
+        click.echo(markdown(waits) + "".join(requests_markdown(pid, reqs, top)
+                                             for pid, reqs in served.items()))
 
 
 if __name__ == "__main__":

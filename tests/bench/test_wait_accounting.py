@@ -66,9 +66,38 @@ def test_cli_table_json_and_usage_error(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "| 1 | 1 | 0.1 | 1 | 1 (1) | 0.2 |" in r.output
     r = CliRunner().invoke(WA.main, [str(trace), "--json"])
-    docs = {d["pid"]: d for d in json.loads(r.output)}
+    docs = {d["pid"]: d for d in json.loads(r.output)["processes"]}
     assert docs[1]["wait_us_max"] == pytest.approx(200.0)
     empty = tmp_path / "e.txt"
     empty.write_text("no kernels here\n")
     r = CliRunner().invoke(WA.main, [str(empty)])
     assert r.exit_code == 2 and "no kernel lines" in r.output
+
+
+def test_a_servers_slow_requests_split_into_gpu_wait_and_host(tmp_path: Path) -> None:
+    MS = 1_000_000
+    lines = [
+        _k(1, 0, 0, 2 * MS, 2 * MS),                  # request A: 2 ms on the GPU ...
+        _k(2, 2 * MS, 2 * MS, 3 * MS, MS),            # ... (the neighbour's 1 ms)
+        _k(1, 2 * MS, 3 * MS, 4 * MS, MS),            # ... 1 ms waiting, then 1 ms more
+        _k(1, 10 * MS, 10 * MS, 11 * MS, MS),         # request B: 1 ms on the GPU, 9 ms host
+    ]
+    kernels = WA.parse(lines)
+    steps = [(4e-3, 4.0), (20e-3, 10.0)]           # (reply s, latency ms)
+    reqs = WA.explain(kernels[1], steps)
+    b, a = reqs                                       # slowest first
+    assert (b.latency_ms, b.device_ms, b.wait_ms) == (10.0, pytest.approx(1.0), 0.0)
+    assert b.host_ms == pytest.approx(9.0)
+    assert (a.device_ms, a.wait_ms, a.host_ms) == (pytest.approx(3.0), pytest.approx(1.0),
+                                                    pytest.approx(0.0))
+    trace = tmp_path / "k.txt"
+    trace.write_text("\n".join(lines) + "\n")
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"jobs": {"prod": {"pid": 1, "summary": {"steps": steps}},
+                                           "opp": {"pid": 2, "summary": {}}}}))
+    r = CliRunner().invoke(WA.main, [str(trace), "--requests", str(record)])
+    assert r.exit_code == 0, r.output
+    assert "pid 1: 2 requests" in r.output and "| 0.020 | 10.0 | 1.0 | 0.00 | 9.0 |" in r.output
+    record.write_text(json.dumps({"jobs": {"prod": {"pid": 9, "summary": {"steps": steps}}}}))
+    r = CliRunner().invoke(WA.main, [str(trace), "--requests", str(record)])
+    assert r.exit_code == 2 and "no job with request times" in r.output

@@ -102,10 +102,15 @@ def pooled(docs: list[dict[str, Any]], max_steal: float | None = None
     return out
 
 
+def _pool_table(pool: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """The paired table (bench/paired.py) of pooled halves; empty without paired runs."""
+    return paired.markdown({k: {"policies": {pol: {"paired": p} for pol, p in pols.items()}}
+                            for k, pols in pool.items()})
+
+
 def pooled_markdown(pool: dict[str, dict[str, dict[str, Any]]], runs: int) -> str:
-    """The paired table (bench/paired.py) of the pooled halves; empty without paired runs."""
-    table = paired.markdown({k: {"policies": {pol: {"paired": p} for pol, p in pols.items()}}
-                             for k, pols in pool.items()})
+    """The pooled halves' table; empty without paired runs."""
+    table = _pool_table(pool)
     return (f"\n### The paired halves of the {runs} runs pooled (one run {runs} times as "
             "long)\n\n" + table) if table else ""
 
@@ -127,8 +132,7 @@ def quiet_markdown(pool: dict[str, dict[str, dict[str, Any]]], left_out: list[st
     """The pooled table of the runs the hypervisor left alone; empty when none was left out."""
     if not left_out:
         return ""
-    table = paired.markdown({k: {"policies": {pol: {"paired": p} for pol, p in pols.items()}}
-                             for k, pols in pool.items()})
+    table = _pool_table(pool)
     return (f"\n### Pooled again without the runs with host CPU steal of {100 * max_steal:.0f} "
             f"% or more\n\nLeft out: {'; '.join(left_out)}.\n\n" + (table or "(none left)\n"))
 

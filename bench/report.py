@@ -220,6 +220,8 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
     prod = [j.name for j in sc.production]
     base = _baseline(res, prod)
     b0, b1 = _window(base, prod)
+    alone = [*((f"solo:{k}", v) for k, v in res.solo.items()),
+             *((("prod-only", res.prod_only),) if res.prod_only else ())]
     out: dict[str, Any] = {
         "prod_it_per_s": {n: base.jobs[n].it_per_s for n in prod},
         "prod_p99_ms": {n: base.jobs[n].p99_ms for n in prod},
@@ -227,12 +229,8 @@ def baseline_metrics(res: ScenarioResult) -> dict[str, Any]:
         "gpu_util": M.delta(base.device_busy, b0, b1) / (b1 - b0) if b1 > b0 else None,
         "opp_solo_it_per_s": {j.name: res.solo[j.name].jobs[j.name].it_per_s
                               for j in sc.opportunistic if j.name in res.solo},
-        "ran_s": {label: round(r.wall_s, 1) for label, r in
-                  [*((f"solo:{k}", v) for k, v in res.solo.items()),
-                   *((("prod-only", res.prod_only),) if res.prod_only else ())]},
-        "host_steal": {label: r.host_steal for label, r in
-                       [*((f"solo:{k}", v) for k, v in res.solo.items()),
-                        *((("prod-only", res.prod_only),) if res.prod_only else ())]},
+        "ran_s": {label: round(r.wall_s, 1) for label, r in alone},
+        "host_steal": {label: r.host_steal for label, r in alone},
     }
     if sc.reaction == "phases":
         out["reaction"], _ = reactions(sc, base)

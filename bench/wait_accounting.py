@@ -97,6 +97,18 @@ def _verdict(fit: Verdicts, pid: int, queued: int) -> str:
     return verdicts[i] if i >= 0 and queued - times[i] <= MATCH_NS else "-"
 
 
+def _own_turns(ks: list[Kernel]) -> list[tuple[Kernel, int, int]]:
+    """(kernel, ready, wait) of one process's kernels in queueing order: ready when its own
+    earlier kernels had ended, wait what it spent behind other contexts after that (before it
+    started, and preempted): end - ready - device time, at least 0."""
+    out, prev_end = [], 0
+    for k in ks:
+        ready = max(k.queued, prev_end)
+        prev_end = max(prev_end, k.ended)
+        out.append((k, ready, max(0, k.ended - ready - k.device_ns)))
+    return out
+
+
 def account(kernels: dict[int, list[Kernel]], fit: Verdicts | None = None) -> list[Waits]:
     """Each process's waits behind the others (and, with the FIT lines, by verdict)."""
     others = sorted((k.started, k.ended, k.pid, k.queued) for ks in kernels.values() for k in ks)
@@ -105,16 +117,12 @@ def account(kernels: dict[int, list[Kernel]], fit: Verdicts | None = None) -> li
     result = []
     for pid, ks in kernels.items():
         w = Waits(pid)
-        prev_end = 0
         blame: dict[str, float] = defaultdict(float)
-        for k in ks:
+        for k, ready, wait in _own_turns(ks):
             w.kernels += 1
             w.device_ms += k.device_ns / 1e6
-            ret = k.queued >= prev_end
+            ret = ready == k.queued               # its own queue was empty: a return
             w.returns += ret
-            ready = max(k.queued, prev_end)
-            prev_end = max(prev_end, k.ended)
-            wait = k.ended - ready - k.device_ns      # before it started, and preempted
             if wait <= 0:
                 continue
             w.delayed += 1
@@ -163,12 +171,8 @@ def explain(kernels: list[Kernel], steps: list[tuple[float, float]]) -> list[Req
     ks = sorted(kernels, key=lambda k: k.started)
     starts = [k.started for k in ks]
     longest = max((k.ended - k.started for k in ks), default=0)
-    waits, prev = [], 0
-    for k in sorted(kernels, key=lambda k: k.queued):
-        ready = max(k.queued, prev)
-        prev = max(prev, k.ended)
-        waits.append((ready, k.started, k.ended, max(0, k.ended - ready - k.device_ns)))
-    waits.sort()
+    waits = sorted((ready, k.started, k.ended, wait)
+                   for k, ready, wait in _own_turns(sorted(kernels, key=lambda k: k.queued)))
     readies = [w[0] for w in waits]
     out = []
     for end_s, lat_ms in steps:

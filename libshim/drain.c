@@ -24,8 +24,14 @@
  * per-thread default stream, a record error) turns detection off until the
  * next idle: the synchronize hooks still apply.
  *
- * Residual race: a launch whose fast path read dev_active before the helper's
- * final check but reaches the driver after it runs while the process is
+ * A slow-path launch counts as in flight from its publish until the driver
+ * returns (tgs_gate_publish_busy): the first launch after an idle wakes the
+ * helper, whose round could otherwise find the stream empty before the
+ * kernel reaches it (measured on the simulator: 17 such false idles in one
+ * T10 run, up to 0.8 ms each).  Residual race: a fast-path launch (no call
+ * after the driver's, which it tail-jumps to) that bumped launch_seq before
+ * the helper's round began but reaches the driver only after the settle (or,
+ * at a period's usual end, after the round) runs while the process is
  * counted idle; its next launch counts the process busy again.
  *
  * Fork: the child has no helper thread; it is created again lazily.  Exit:

@@ -66,6 +66,7 @@ int tgs_launch_slow_before(uint64_t work, uint64_t blocks, uint64_t kernels, CUs
 void tgs_after_launch(CUresult r, uint64_t work, CUstream stream, int sampled)
 {
     struct tgs_slot *s = tgs_g.slot;
+    tgs_launch_done();
     if (sampled)
         tgs_fit_after(sampled, r, stream);
     if (r != CUDA_SUCCESS || !s)

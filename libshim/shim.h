@@ -183,6 +183,7 @@ void tgs_guard_recheck(void);
 bool tgs_gate_on(void);              /* the device segment is usable (warns once if not) */
 void tgs_gate_wait(const struct tgs_ctl_header *h);
 void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream);
+void tgs_launch_done(void);   /* the driver returned from a launch publish_busy counted */
 /* The drain helper saw everything up to launch seq0 complete: idle as a synchronize would
  * (unless a launch raced it); 1 when it published idle. */
 int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns);

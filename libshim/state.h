@@ -213,6 +213,8 @@ struct tgs_drain {
     int syncing;                /* threads of this process in a blocking synchronize now
                                  * (sync_hooks.c; atomic) */
     int drained_sync;           /* the last published drain came while one was */
+    int launching;              /* slow-path launches between their publish and the driver's
+                                 * return (sync_hooks.c; atomic): not drained meanwhile */
 };
 
 /* A production process's own record of the gaps it started, by how they started
@@ -342,6 +344,7 @@ struct tgs_thread {
     uint32_t epoch;
     uint32_t shared;            /* the overflow lane: atomic adds */
     int in_init;                /* guards dlsym recursion during init */
+    int launching;              /* this thread counts in tgs_g.drain.launching */
 };
 
 extern struct tgs_global tgs_g;

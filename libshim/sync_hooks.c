@@ -131,8 +131,15 @@ void tgs_gate_wait(const struct tgs_ctl_header *h)
         TGS_RELAXED_STORE(&tgs_g.slot->heartbeat_ns, now);
 }
 
+/* A launch counts in drain.launching from here until the driver has it (tgs_launch_done):
+ * before that its stream may still look empty to the drain helper, which was perhaps woken
+ * by this very launch.  The add is a full barrier before the dev_active read below, and the
+ * helper's exchange one before its read of the count (tgs_gate_idle_drained): either the
+ * helper sees this launch in flight, or this launch sees the idle and publishes busy anew. */
 void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream)
 {
+    __atomic_add_fetch(&tgs_g.drain.launching, 1, __ATOMIC_SEQ_CST);
+    tgs_tls.launching = 1;
     if (TGS_RELAXED_LOAD(&tgs_g.dev_active)) {
         tgs_drain_note(stream, 0);
         return;
@@ -152,6 +159,14 @@ void tgs_gate_publish_busy(struct tgs_slot *s, CUstream stream)
         tgs_drain_note(stream, 1);
     } else {
         tgs_drain_note(stream, 0);
+    }
+}
+
+void tgs_launch_done(void)
+{
+    if (tgs_tls.launching) {
+        tgs_tls.launching = 0;
+        __atomic_sub_fetch(&tgs_g.drain.launching, 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -199,15 +214,17 @@ void tgs_gate_idle(void)
 
 /* The drain helper (drain.c) saw the tails of every stream launched on complete, and no
  * launch since launch_seq was seq0.  A launch that raced the check either went on the fast
- * path before dev_active fell (launch_seq moved: stay busy, keeping our count) or took the
- * slow path after it and counted itself again (then ours goes).  The gap begins when the
+ * path before dev_active fell (launch_seq moved), or is still on its way to the driver after
+ * its slow path's publish (drain.launching): stay busy, keeping our count; or it took the
+ * slow path after dev_active fell and counted itself again (then ours goes).  The gap begins when the
  * helper first saw the work drained (since_ns), not after its settle: so a gap's length,
  * and what FIT predicts from it, does not depend on the settle of the moment. */
 int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns)
 {
     if (!__atomic_exchange_n(&tgs_g.dev_active, 0, __ATOMIC_ACQ_REL))
         return 0;
-    if (__atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) != seq0) {
+    if (__atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) != seq0 ||
+        __atomic_load_n(&tgs_g.drain.launching, __ATOMIC_ACQUIRE)) {
         int expect = 0;
         if (__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED))

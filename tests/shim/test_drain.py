@@ -132,6 +132,37 @@ def test_run_ahead_production_is_idle_once_its_work_drained(drain_bin: Path, pro
     assert prod.pub.busy == 0
 
 
+def test_a_launch_on_its_way_to_the_driver_keeps_production_busy(drain_bin: Path, prod: Prod,
+                                                                runs: list[Run]) -> None:
+    """The first launch after an idle wakes the helper, and the driver may take its time
+    before the kernel is queued (here the simulator's lazy load of the function, 300 ms): the
+    helper must not find the stream empty meanwhile and publish idle.  Busy from the launch
+    until its 1 s kernel has run."""
+    env = dict(prod.env, TGS_SIM_LAZY_LOAD_US="300000", CUDA_MODULE_LOADING="LAZY")
+    r = Run(drain_bin, env, "init", "ready", f"kick:1:{1000 * MS}:1000:0", "ready", "sync")
+    runs.append(r)
+    r.expect("init 0", "ready")
+    assert prod.pub.busy == 0
+    r.go()                                  # the launch: published busy, then the lazy load
+    t0 = time.monotonic()
+    while prod.pub.busy == 0 and time.monotonic() - t0 < DRAINED_WITHIN_S:
+        time.sleep(0.001)
+    seen = []
+    t1 = time.monotonic()
+    while time.monotonic() - t1 < 0.15:     # inside the load: the stream is still empty
+        seen.append(prod.pub.busy)
+        time.sleep(0.002)
+    assert seen and min(seen) == 1, "published idle while the launch was still in the driver"
+    r.expect("kick 0", "ready")
+    t2 = time.monotonic()
+    assert prod.pub.busy == 1               # the kernel runs for 1 s
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S + 1) is not None
+    assert time.monotonic() - t2 >= 0.5
+    r.go()
+    r.expect("sync 0")
+    r.close()
+
+
 def test_without_drain_detection_run_ahead_stays_busy(drain_bin: Path, prod: Prod,
                                                       runs: list[Run]) -> None:
     """TGS_DRAIN=0 (the benchmark knob): busy until the synchronize, as before."""

@@ -84,11 +84,6 @@ class Pub(MappedStruct):
         return int(self.view.gap_pred_ns)
 
     @property
-    def load(self) -> float:
-        """The share of time the job was busy, averaged over about a second (0 = none yet)."""
-        return int(self.view.load_ppm) / 1e6
-
-    @property
     def gaps_ns(self) -> list[int]:
         """The gap ring, most recent last (only entries written so far)."""
         n = int(self.view.gap_idx)

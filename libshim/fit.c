@@ -84,23 +84,6 @@
 #define TRICKLE_MAX_NS 400000.0      /* the deepest queue a trickle keeps (below) */
 #define TRICKLE_SPREAD 2             /* gaps this much longer than predicted: random ends */
 #define TRICKLE_HOLD 3               /* a trickle waits this many of the shortest gaps (below) */
-#define LOAD_MAX 0.95                /* the load a queue's slope is taken at, at most (delay_cost) */
-
-/* What one ns of delay costs production, in ns of its own latency.  Where its gaps end at
- * random it is a queue (a server's requests: recent gaps TRICKLE_SPREAD apart), and a queue
- * passes each delay on to the requests behind: an M/D/1 queue's mean latency at load rho
- * moves by 1 + rho/(1 - rho) + rho^2/(2 (1 - rho)^2) per ns of delay (1.5 at 30 %, 3.6 at
- * 60 %, 50 at 90 %).  rho is production's busy share (its pub's load_ppm), taken no higher
- * than LOAD_MAX.  Where gaps are regular (a training step) a delay is just that: 1. */
-static double delay_cost(void)
-{
-    if (!tgs_prod_gaps_spread(TRICKLE_SPREAD))
-        return 1.0;
-    double rho = tgs_prod_load_ppm() / 1e6;
-    rho = rho < LOAD_MAX ? rho : LOAD_MAX;
-    double q = 1.0 - rho;
-    return 1.0 + rho / q + rho * rho / (2.0 * q * q);
-}
 
 /* The GPU time a launch of `work` units is predicted to take: the per-launch cost plus the
  * cost per unit (0 while there is no estimate). */
@@ -154,7 +137,7 @@ static double overrun_ns(uint64_t now, uint64_t work)
 static bool covered(uint64_t now, uint64_t work)
 {
     double b = budget_locked(now);
-    return b >= overrun_ns(now, work) * delay_cost() || b >= OVERRUN_CAP_NS;
+    return b >= overrun_ns(now, work) || b >= OVERRUN_CAP_NS;
 }
 
 /* The starvation bound of one launch: gate_max_wait_us, and with the budget governing it
@@ -276,7 +259,7 @@ static bool trickle_ok(uint64_t now, uint64_t work, uint64_t idle, uint64_t gap_
         return false;
     uint64_t base = f->q_until_ns > now ? f->q_until_ns : now;
     double deep = (double)(base - now) + run_ns(work);
-    return deep <= TRICKLE_MAX_NS && budget_locked(now) >= deep * delay_cost();
+    return deep <= TRICKLE_MAX_NS && budget_locked(now) >= deep;
 }
 
 /* The trickled queue: free if it ended in its gap, else what was predicted to run after
@@ -294,7 +277,7 @@ static void trickle_settle(uint64_t now)
     uint64_t back = f->trickle_idle_ns + tgs_prod_gap_last();
     if (f->trickle_end_ns > back) {
         budget_locked(now);
-        f->overrun_budget -= (double)(f->trickle_end_ns - back) * delay_cost();
+        f->overrun_budget -= (double)(f->trickle_end_ns - back);
     }
     f->trickle_end_ns = 0;
 }
@@ -444,7 +427,7 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
         /* past the max wait: whenever the budget pays for it (a merely full budget only
          * at the start of a gap, above, where the launch overruns least) */
         if (waited >= max_ns && tgs_g.opt.fit_budget == TGS_FIT_BUDGET_BOUND &&
-            budget_locked(now) >= overrun_ns(now, work) * delay_cost()) {
+            budget_locked(now) >= overrun_ns(now, work)) {
             v = GO_BUDGET;
             break;
         }
@@ -461,7 +444,7 @@ int tgs_fit_gate(const struct tgs_ctl_header *h, uint64_t work, CUstream stream)
         f->trickle_idle_ns = trickle_idle;
     } else if (tgs_g.opt.fit_budget) {   /* what this launch will cost production, if anything */
         budget_locked(now);
-        f->overrun_budget -= overrun_ns(now, work) * delay_cost();
+        f->overrun_budget -= overrun_ns(now, work);
     }
     if (tgs_g.pub && !tgs_prod_busy())   /* launching into a gap: claim it, in our own pub */
         __atomic_store_n(&tgs_g.pub->gap_claim, tgs_prod_seq() + 1, __ATOMIC_RELEASE);

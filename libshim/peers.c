@@ -360,16 +360,6 @@ uint64_t tgs_prod_gap_max(void)
     return hi;
 }
 
-uint32_t tgs_prod_load_ppm(void)
-{
-    uint32_t hi = 0;
-    FOR_EACH_PROD(k) {
-        uint32_t l = __atomic_load_n(&pub_at(k)->load_ppm, __ATOMIC_RELAXED);
-        hi = l > hi ? l : hi;
-    }
-    return hi < 1000000u ? hi : 1000000u;
-}
-
 uint64_t tgs_prod_gap_last(void)
 {
     uint64_t last = 0;

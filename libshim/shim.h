@@ -169,7 +169,6 @@ uint64_t tgs_prod_gap_max(void);    /* longest gap in the production rings */
  * the shortest gap of such rings, 0 where none is */
 uint64_t tgs_prod_gaps_spread(uint64_t spread);
 uint64_t tgs_prod_seq(void);        /* gap sequence: sum of the production busy_seq */
-uint32_t tgs_prod_load_ppm(void);   /* the busiest production pub's load_ppm (fit.c) */
 uint64_t tgs_prod_gap_last(void);   /* the latest gap in the production rings (trace) */
 int tgs_opp_jobs(void);             /* opportunistic jobs the device table lists */
 int tgs_prod_present(void);         /* a production job is listed: 1, none: 0, no table: -1 */

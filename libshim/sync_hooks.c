@@ -68,17 +68,6 @@ static void gap_predict(struct tgs_pub *d, int kind)
     __atomic_store_n(&d->gap_pred_ns, lo > margin ? lo - margin : 1, __ATOMIC_RELEASE);
 }
 
-/* The pub's load moves toward `busy` (1 or 0) for a stretch of `ns` spent so: a time
- * average of the busy indicator over about TGS_LOAD_TAU_NS, updated only at the job-wide
- * transitions (one process makes each, so they do not race in practice). */
-static void load_note(struct tgs_pub *d, uint64_t ns, int busy)
-{
-    double w = (double)ns / ((double)TGS_LOAD_TAU_NS + (double)ns);
-    double load = __atomic_load_n(&d->load_ppm, __ATOMIC_RELAXED) / 1e6;
-    load += w * ((busy ? 1.0 : 0.0) - load);
-    __atomic_store_n(&d->load_ppm, (uint32_t)(load * 1e6 + 0.5), __ATOMIC_RELAXED);
-}
-
 /* Production went busy job-wide: the gap that just ended joins the pub's ring (and the
  * ring of its kind, when this process started it). */
 static void gap_note(struct tgs_pub *d)
@@ -86,9 +75,6 @@ static void gap_note(struct tgs_pub *d)
     uint64_t now = tgs_now_ns();
     uint64_t idle = __atomic_load_n(&d->idle_since_ns, __ATOMIC_ACQUIRE);
     uint64_t seq = __atomic_add_fetch(&d->busy_seq, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&d->busy_since_ns, now, __ATOMIC_RELAXED);
-    if (idle && now > idle)
-        load_note(d, now - idle, 0);
     if (!idle || now <= idle || now - idle > GAP_ABSURD_NS)
         return;
     uint64_t i = __atomic_fetch_add(&d->gap_idx, 1, __ATOMIC_RELAXED);
@@ -201,12 +187,8 @@ static void drop_busy(struct tgs_pub *d, int kind, uint64_t since)
         }
         if (__atomic_compare_exchange_n(&d->busy, &v, v - 1, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED)) {
-            if (v == 1) {
+            if (v == 1)
                 wake_waiters(d);
-                uint64_t since = __atomic_load_n(&d->busy_since_ns, __ATOMIC_RELAXED);
-                if (since && now > since)
-                    load_note(d, now - since, 1);
-            }
             break;
         }
     }

@@ -103,26 +103,6 @@ def test_production_publishes_its_gaps(probe_bin: Path, tmp_path: Path,
         dev.close()
 
 
-def test_production_publishes_its_load(probe_bin: Path, tmp_path: Path,
-                                       shim_env: dict[str, str]) -> None:
-    """The pub's load is the time average of the busy indicator over ~1 s, moved at each
-    transition: busy 0.3 s (load 0.3/1.3), idle 0.3 s (x 1/1.3), busy 0.3 s again."""
-    seg = segment.create(tmp_path / "prod.seg", "prod", gate_flags=segment.GATE_PUBLISH)
-    dev = own_pub(seg)
-    try:
-        assert dev.load == 0.0
-        run_probe(probe_bin, dict(shim_env, TGS_SEGMENT=str(seg.path)), "init",
-                  "cycle:2:1:300000:1000:300000")     # 2 x (a 300 ms kernel, sync, 300 ms)
-        w = 0.3 / 1.3
-        want = w * (1 - w) + w * (1 - w * (1 - w))    # ~0.367
-        # host time stretches the busy periods and the gap by a few ms each
-        assert want - 0.03 <= dev.load <= want + 0.03, dev.load
-        assert dev.view.busy_since_ns > 0
-    finally:
-        seg.close()
-        dev.close()
-
-
 def test_fitting_launch_goes_and_one_that_does_not_waits_for_the_next_gap(
         probe_bin: Path, opp: Opp) -> None:
     env, _, dev, _ = opp
@@ -420,24 +400,6 @@ def test_short_launches_trickle_into_gaps_that_end_at_random(
         assert reasons == "P" + "T" * 6 + "O", reasons
     else:
         assert reasons[0] == "P" and "T" not in reasons, reasons
-
-
-@pytest.mark.parametrize("load, trickles", [(0.5, True), (0.95, False)])
-def test_a_trickle_is_charged_what_a_servers_queue_makes_of_it(
-        probe_bin: Path, opp: Opp, tmp_path: Path, load: float, trickles: bool) -> None:
-    """Where gaps end at random production is a queue, which passes each delay on to the
-    requests behind: a trickle goes only while the budget (20 ms when full) holds its queue
-    times the queue's slope at production's load (2.5 at 50 %, 200 at 95 %: a 0.2 ms kernel
-    would cost 40 ms, so none goes; they wait until the gap outlasts the history: O)."""
-    env, _, dev, _ = opp
-    trace = tmp_path / "fit.txt"
-    set_history(dev, [1_000_000, 1_000_000, 2_000_000_000, 2_000_000_000], 950_000)
-    dev.view.load_ppm = int(load * 1e6)
-    go_idle(dev, ago_ns=50_000_000)                 # the prediction ended 49 ms ago
-    run_probe(probe_bin, dict(env, TGS_FIT_TRACE=str(trace)), "init", "launch:1:2000:1000",
-              "sync", "launch:3:200:1000", "sync")
-    reasons = "".join(line.split()[2] for line in trace.read_text().splitlines())
-    assert reasons == ("PTTT" if trickles else "POOO"), reasons
 
 
 def test_a_trickle_waits_out_the_gaps_a_backlogged_server_leaves(probe_bin: Path, opp: Opp,

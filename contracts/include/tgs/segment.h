@@ -122,7 +122,6 @@
 #define TGS_GATE_WAIT 2
 #define TGS_GATE_FIT 4
 #define TGS_GAP_RING 4
-#define TGS_LOAD_TAU_NS 1000000000ull   /* the averaging time of a pub's load_ppm */
 
 #define TGS_GAP_CLAIM_GRACE_NS 150000
 
@@ -283,20 +282,16 @@ struct tgs_pub {
      *   2 % and 50 us, at least 1; 0 = no history yet;
      * idle_futex: incremented on every 1 -> 0 transition of busy, after
      *   which the shim calls FUTEX_WAKE (shared) on it unconditionally;
-     * load_ppm: the share of time busy, in ppm, averaged over about
-     *   TGS_LOAD_TAU_NS; updated at the job-wide transitions (0 = none yet);
      * gap_claim (opportunistic jobs): gap sequence + 1 of the last gap a
-     *   launch of this job went into under FIT (0 = none);
-     * busy_since_ns: CLOCK_MONOTONIC when busy last went 0 -> 1 (0 = never). */
+     *   launch of this job went into under FIT (0 = none). */
     uint64_t busy;
     uint64_t idle_since_ns;
     uint64_t busy_seq;
     uint64_t gap_pred_ns;
     uint32_t idle_futex;
-    uint32_t load_ppm;
+    uint32_t pad1;
     uint64_t gap_claim;
-    uint64_t busy_since_ns;
-    uint64_t pad2[1];
+    uint64_t pad2[2];
     /* gap history, third cache line: the last TGS_GAP_RING idle gaps (ns,
      * 0 = empty), gap_idx = entries written so far */
     uint64_t gap_ns[4];

@@ -28,11 +28,12 @@
  * returns (tgs_gate_publish_busy): the first launch after an idle wakes the
  * helper, whose round could otherwise find the stream empty before the
  * kernel reaches it (measured on the simulator: 17 such false idles in one
- * T10 run, up to 0.8 ms each).  Residual race: a fast-path launch (no call
- * after the driver's, which it tail-jumps to) that bumped launch_seq before
- * the helper's round began but reaches the driver only after the settle (or,
- * at a period's usual end, after the round) runs while the process is
- * counted idle; its next launch counts the process busy again.
+ * T10 run, up to 0.8 ms each).  A fast-path launch cannot be counted so (it
+ * tail-jumps to the driver: nothing runs after it): one that bumped
+ * launch_seq before the helper's round began but reaches the driver only
+ * after the round's checks runs while the process is counted idle until the
+ * helper's watch sees its work on a stream (watch, below) or its next launch
+ * counts the process busy again.
  *
  * Fork: the child has no helper thread; it is created again lazily.  Exit:
  * tgs_drain_stop asks the helper to stop and waits a bounded time.
@@ -84,6 +85,14 @@
  * settle that micro-gap has just raised. */
 #define PERIOD_RING 8
 #define PERIOD_AGREE 6
+/* After an idle it published, the helper watches the streams while no launch comes: a
+ * fast-path launch that bumped launch_seq before the round's snapshot but reached the driver
+ * only after the round's checks (its thread preempted in between, or a slow driver call) shows
+ * up as work on a stream with launch_seq unchanged, and the process is busy again.  Looks 20 us
+ * after the idle, then every 3/2 as long, at most every WATCH_STEP_MAX_NS, for WATCH_NS. */
+#define WATCH_FIRST_NS 20000ull
+#define WATCH_STEP_MAX_NS 2000000ull
+#define WATCH_NS 100000000ull
 
 /* The ring's drains, longest first. */
 static void sorted_desc(const uint64_t *ring, uint64_t *v)
@@ -319,6 +328,42 @@ static int streams_empty(const CUstream *s, int k)
     return 1;
 }
 
+/* Waits on cv up to ns (a launch's drain_note wakes it).  Caller holds mu. */
+static void nap(struct tgs_drain *d, uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ns += (uint64_t)ts.tv_nsec;
+    ts.tv_sec += (time_t)(ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    d->asleep = 1;
+    pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+    d->asleep = 0;
+}
+
+/* The watch after a published idle (WATCH_NS above).  Caller holds mu. */
+static void watch(struct tgs_drain *d, uint64_t seq0, const CUstream *s, int k)
+{
+    uint64_t t0 = tgs_now_ns();
+    for (uint64_t step = WATCH_FIRST_NS;; step += step / 2) {
+        nap(d, step < WATCH_STEP_MAX_NS ? step : WATCH_STEP_MAX_NS);
+        if (d->stop || __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) != seq0 ||
+            __atomic_load_n(&tgs_g.dev_active, __ATOMIC_ACQUIRE))
+            return;     /* a launch since: it counted the process busy again itself */
+        pthread_mutex_unlock(&d->mu);
+        int empty = streams_empty(s, k);
+        if (!empty)
+            tgs_gate_busy_again(s, k);      /* takes mu (tgs_drain_note) */
+        pthread_mutex_lock(&d->mu);
+        if (!empty) {
+            d->raced++;
+            return;
+        }
+        if (tgs_now_ns() - t0 >= WATCH_NS)
+            return;
+    }
+}
+
 static int armed(const struct tgs_drain *d)
 {
     return d->stop || (__atomic_load_n(&tgs_g.dev_active, __ATOMIC_ACQUIRE) && !d->any &&
@@ -411,6 +456,9 @@ static void *drain_main(void *arg)
             d->drained_t = drained_t;
             d->idle_t = tgs_now_ns();
             spacing = DRAIN_MIN_ROUND_NS;
+            watch(d, seq0, s, k);
+            if (d->stop)
+                break;
         } else if (r == 0 && spacing < DRAIN_MAX_ROUND_NS) {
             spacing *= 2;
         }
@@ -466,6 +514,9 @@ void tgs_drain_stop(void)
         tgs_log(TGS_LOG_DEBUG, "drain: %llu idles published, %llu at a busy period's usual "
                                "end without the settle", (unsigned long long)d->idles,
                 (unsigned long long)d->early);
+    if (d->raced)
+        tgs_log(TGS_LOG_DEBUG, "drain: %llu idles taken back (a launch had raced the check)",
+                (unsigned long long)d->raced);
     if (d->rounds)
         tgs_log(TGS_LOG_DEBUG, "drain: the helper made %llu rounds in %.1f ms of CPU",
                 (unsigned long long)d->rounds, (double)d->cpu_ns / 1e6);

@@ -213,6 +213,7 @@ struct tgs_drain {
     int syncing;                /* threads of this process in a blocking synchronize now
                                  * (sync_hooks.c; atomic) */
     int drained_sync;           /* the last published drain came while one was */
+    uint64_t raced;             /* published idles taken back by the watch (drain.c) */
     int launching;              /* slow-path launches between their publish and the driver's
                                  * return (sync_hooks.c; atomic): not drained meanwhile */
 };

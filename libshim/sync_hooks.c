@@ -237,6 +237,24 @@ int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns)
     return 1;
 }
 
+/* The drain helper found work on a stream after it published idle, with no launch since: a
+ * fast-path launch raced its check.  Busy again, as that launch's slow path would have made
+ * it (a new gap in the pub, so FIT samples taken meanwhile are not clean). */
+void tgs_gate_busy_again(const CUstream *s, int k)
+{
+    struct tgs_pub *d = tgs_g.pub;
+    int expect = 0;
+    if (!d || !__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                           __ATOMIC_RELAXED))
+        return;
+    if (tgs_g.slot)
+        TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 1);
+    if (__atomic_fetch_add(&d->busy, 1, __ATOMIC_ACQ_REL) == 0)
+        gap_note(d);
+    for (int i = 0; i < k; i++)
+        tgs_drain_note(s[i], i == 0);
+}
+
 /* After a successful synchronize: nothing of ours is queued any more. */
 static void all_done(void)
 {

@@ -163,6 +163,31 @@ def test_a_launch_on_its_way_to_the_driver_keeps_production_busy(drain_bin: Path
     r.close()
 
 
+def test_a_fast_path_launch_that_raced_the_helper_makes_production_busy_again(
+        drain_bin: Path, prod: Prod, runs: list[Run]) -> None:
+    """A launch while busy takes the fast path, which tail-jumps to the driver: nothing marks
+    it in flight.  Here its driver call takes 30 ms (the simulator's lazy load of a second
+    kernel), the 1 ms kernel before it ends meanwhile and the helper publishes idle; once the
+    launch's 1 s kernel is on the stream, the helper's watch sees it and production is busy
+    again while it runs."""
+    env = dict(prod.env, TGS_SIM_LAZY_LOAD_US="30000", CUDA_MODULE_LOADING="LAZY")
+    r = Run(drain_bin, env, "init", f"kick:1:{1 * MS}:1000:0", f"other:{1000 * MS}", "ready",
+            "sync")
+    runs.append(r)
+    r.expect("init 0", "kick 0", "other 0", "ready")
+    t0 = time.monotonic()
+    busy = False
+    while not busy and time.monotonic() - t0 < 0.4:    # the watch looks within ~2 ms
+        busy = prod.pub.busy == 1
+        time.sleep(0.002)
+    assert busy, "idle while the raced launch's kernel runs"
+    assert wait_idle(prod.pub, DRAINED_WITHIN_S + 1) is not None
+    assert time.monotonic() - t0 >= 0.5                 # not before the 1 s kernel ended
+    r.go()
+    r.expect("sync 0")
+    r.close()
+
+
 def test_without_drain_detection_run_ahead_stays_busy(drain_bin: Path, prod: Prod,
                                                       runs: list[Run]) -> None:
     """TGS_DRAIN=0 (the benchmark knob): busy until the synchronize, as before."""

@@ -4,6 +4,9 @@
  *   init              cuInit, primary context, kernel "k" (1 ns per thread on the simulator),
  *                     streams s[1..9] (s[0] is the NULL stream): "init <rc>"
  *   kick:N:G:B:S      N launches on stream S (grid G, block B), no synchronize: "kick <rc>"
+ *   other:G           one launch of kernel "k2" (1 ns per thread, its own module: the
+ *                     simulator's lazy load applies to its first launch) on the NULL stream,
+ *                     grid G, block 1000: "other <rc>"
  *   mark:S            record this probe's "old" event on stream S: "mark <rc>"
  *   waitold           cuEventSynchronize of the old event (run-ahead: an older iteration,
  *                     never the last launch): "waitold <rc>"
@@ -30,13 +33,16 @@
 
 #define NSTREAMS 10
 
-static CUfunction fn;
+static CUfunction fn, fn2;
 static CUstream st[NSTREAMS];
 static CUevent old;
 
 static int init(void)
 {
+    CUmodule m2;
     int r = probe_init_kernel(PROBE_SIM_IMAGE, &fn);
+    if (!r) r = cuModuleLoadData(&m2, "// tgs-sim: cost k2 1\n.entry k2 {}\n");
+    if (!r) r = cuModuleGetFunction(&fn2, m2, "k2");
     for (int i = 1; i < NSTREAMS && !r; i++)
         r = cuStreamCreate(&st[i], 0);
     if (!r) r = cuEventCreate(&old, CU_EVENT_DISABLE_TIMING);
@@ -60,6 +66,9 @@ static int cmd(const char *c)
             r = cuLaunchKernel(fn, (unsigned)arg(c, 2), 1, 1, (unsigned)arg(c, 3), 1, 1, 0, s,
                                NULL, NULL);
         printf("kick %d\n", r);
+    } else if (!strncmp(c, "other:", 6)) {
+        printf("other %d\n", cuLaunchKernel(fn2, (unsigned)arg(c, 1), 1, 1, 1000, 1, 1, 0, NULL,
+                                            NULL, NULL));
     } else if (!strncmp(c, "steps:", 6)) {
         unsigned long long g = arg(c, 2);
         for (unsigned long long i = 0; i < arg(c, 1) && !r; i++) {

@@ -62,8 +62,9 @@
  * half the ring's idle time (one long gap, or a few on a loaded machine, the host held up for
  * milliseconds, must not make every regular gap look micro).  The settle is 3/2 of the longest
  * micro-gap in the ring (at least TGS_DRAIN_SETTLE_US, at most TGS_DRAIN_SETTLE_MAX_US): it
- * hides the micro-gaps while they keep coming, and falls back as soon as the ring holds none, so it cannot stay above a step's
- * real gaps (which, held back, would never have been seen again).  A drain published while
+ * hides the micro-gaps while they keep coming, and falls back as soon as the ring holds
+ * none, so it cannot stay above a step's real gaps (which, held back, would never have been
+ * seen again).  A drain published while
  * the host blocks in a synchronize is not one of them: that gap lasts until the host has
  * done what follows the synchronize (a run-ahead loop reading its loss every 10 steps and
  * logging it), so it is longer than the step's own gaps, which it would make look micro (and
@@ -350,15 +351,20 @@ static void watch(struct tgs_drain *d, uint64_t seq0, const CUstream *s, int k)
         if (d->stop || __atomic_load_n(&tgs_g.launch_seq, __ATOMIC_ACQUIRE) != seq0 ||
             __atomic_load_n(&tgs_g.dev_active, __ATOMIC_ACQUIRE))
             return;     /* a launch since: it counted the process busy again itself */
+        uint64_t period_start = d->period_start;
         pthread_mutex_unlock(&d->mu);
-        int empty = streams_empty(s, k);
-        if (!empty)
-            tgs_gate_busy_again(s, k);      /* takes mu (tgs_drain_note) */
-        pthread_mutex_lock(&d->mu);
-        if (!empty) {
+        int empty = streams_empty(s, k), again = !empty && tgs_gate_busy_again(s, k);
+        pthread_mutex_lock(&d->mu);     /* (busy_again takes mu itself: tgs_drain_note) */
+        if (again) {
+            /* that idle was none: the busy period goes on, so neither the settle nor the
+             * usual launch count learns from it */
             d->raced++;
-            return;
+            d->drained_t = 0;
+            d->ncounts -= period_start && d->ncounts > 0;     /* period_begin's record */
+            d->period_start = period_start;
         }
+        if (!empty)
+            return;
         if (tgs_now_ns() - t0 >= WATCH_NS)
             return;
     }
@@ -517,6 +523,9 @@ void tgs_drain_stop(void)
     if (d->raced)
         tgs_log(TGS_LOG_DEBUG, "drain: %llu idles taken back (a launch had raced the check)",
                 (unsigned long long)d->raced);
+    if (d->idles)
+        tgs_log(TGS_LOG_DEBUG, "drain: the settle learned from %u drains",
+                (unsigned)d->nlasted);
     if (d->rounds)
         tgs_log(TGS_LOG_DEBUG, "drain: the helper made %llu rounds in %.1f ms of CPU",
                 (unsigned long long)d->rounds, (double)d->cpu_ns / 1e6);

@@ -18,8 +18,8 @@ static inline void tgs_ensure_init(void)
         tgs_init_slow();
 }
 
-/* options.c.  Reads every TGS_* variable into tgs_g.opt, once (later calls return at once); init does,
- * and so does an NVML hook that must know the job before deciding to initialize. */
+/* options.c.  Reads every TGS_* variable into tgs_g.opt, once (later calls return at once);
+ * init does, and so does an NVML hook that must know the job before deciding to initialize. */
 void tgs_options_load(void);
 
 /* real.c */
@@ -188,7 +188,7 @@ void tgs_launch_done(void);   /* the driver returned from a launch publish_busy 
  * (unless a launch raced it); 1 when it published idle. */
 int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns);
 void tgs_gate_idle(void);
-void tgs_gate_busy_again(const CUstream *s, int k);   /* the drain helper's watch (drain.c) */
+int tgs_gate_busy_again(const CUstream *s, int k);   /* the drain helper's watch (drain.c) */
 void tgs_gate_sleep(uint64_t ns);   /* wakes when production idles */
 void tgs_pub_drop_busy(void);       /* a dead slot's busy count goes back (attach.c) */
 

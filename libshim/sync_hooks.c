@@ -216,9 +216,9 @@ void tgs_gate_idle(void)
  * launch since launch_seq was seq0.  A launch that raced the check either went on the fast
  * path before dev_active fell (launch_seq moved), or is still on its way to the driver after
  * its slow path's publish (drain.launching): stay busy, keeping our count; or it took the
- * slow path after dev_active fell and counted itself again (then ours goes).  The gap begins when the
- * helper first saw the work drained (since_ns), not after its settle: so a gap's length,
- * and what FIT predicts from it, does not depend on the settle of the moment. */
+ * slow path after dev_active fell and counted itself again (then ours goes).  The gap begins
+ * when the helper first saw the work drained (since_ns), not after its settle: so a gap's
+ * length, and what FIT predicts from it, does not depend on the settle of the moment. */
 int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns)
 {
     if (!__atomic_exchange_n(&tgs_g.dev_active, 0, __ATOMIC_ACQ_REL))
@@ -239,20 +239,22 @@ int tgs_gate_idle_drained(uint64_t seq0, uint64_t since_ns)
 
 /* The drain helper found work on a stream after it published idle, with no launch since: a
  * fast-path launch raced its check.  Busy again, as that launch's slow path would have made
- * it (a new gap in the pub, so FIT samples taken meanwhile are not clean). */
-void tgs_gate_busy_again(const CUstream *s, int k)
+ * it (a new gap in the pub, so FIT samples taken meanwhile are not clean).  1 if this call
+ * made it busy, 0 if a launch already had. */
+int tgs_gate_busy_again(const CUstream *s, int k)
 {
     struct tgs_pub *d = tgs_g.pub;
     int expect = 0;
     if (!d || !__atomic_compare_exchange_n(&tgs_g.dev_active, &expect, 1, 0, __ATOMIC_ACQ_REL,
                                            __ATOMIC_RELAXED))
-        return;
+        return 0;
     if (tgs_g.slot)
         TGS_RELAXED_STORE(&tgs_g.slot->dev_active, 1);
     if (__atomic_fetch_add(&d->busy, 1, __ATOMIC_ACQ_REL) == 0)
         gap_note(d);
     for (int i = 0; i < k; i++)
         tgs_drain_note(s[i], i == 0);
+    return 1;
 }
 
 /* After a successful synchronize: nothing of ours is queued any more. */

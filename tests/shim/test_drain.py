@@ -60,9 +60,16 @@ def prod(tmp_path: Path, shim_env: dict[str, str]) -> Iterator[Prod]:
 class Run:
     """A production probe driven line by line; killed if a test fails half-way."""
 
-    def __init__(self, exe: Path, env: dict[str, str], *cmds: str) -> None:
-        self.p = subprocess.Popen([str(exe), *cmds], env=env, text=True, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE)
+    def __init__(self, exe: Path, env: dict[str, str], *cmds: str,
+                 stderr: Path | None = None) -> None:
+        err = stderr.open("w") if stderr else None
+        try:
+            self.p = subprocess.Popen([str(exe), *cmds], env=env, text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=err)
+        finally:
+            if err:
+                err.close()
 
     def expect(self, *lines: str) -> None:
         assert self.p.stdout is not None
@@ -164,15 +171,17 @@ def test_a_launch_on_its_way_to_the_driver_keeps_production_busy(drain_bin: Path
 
 
 def test_a_fast_path_launch_that_raced_the_helper_makes_production_busy_again(
-        drain_bin: Path, prod: Prod, runs: list[Run]) -> None:
+        drain_bin: Path, prod: Prod, runs: list[Run], tmp_path: Path) -> None:
     """A launch while busy takes the fast path, which tail-jumps to the driver: nothing marks
     it in flight.  Here its driver call takes 30 ms (the simulator's lazy load of a second
     kernel), the 1 ms kernel before it ends meanwhile and the helper publishes idle; once the
     launch's 1 s kernel is on the stream, the helper's watch sees it and production is busy
-    again while it runs."""
-    env = dict(prod.env, TGS_SIM_LAZY_LOAD_US="30000", CUDA_MODULE_LOADING="LAZY")
+    again while it runs.  That idle was none, so the settle does not learn from it."""
+    env = dict(prod.env, TGS_SIM_LAZY_LOAD_US="30000", CUDA_MODULE_LOADING="LAZY",
+               TGS_LOG_LEVEL="debug")
+    log = tmp_path / "stderr.txt"
     r = Run(drain_bin, env, "init", f"kick:1:{1 * MS}:1000:0", f"other:{1000 * MS}", "ready",
-            "sync")
+            "sync", stderr=log)
     runs.append(r)
     r.expect("init 0", "kick 0", "other 0", "ready")
     t0 = time.monotonic()
@@ -186,6 +195,11 @@ def test_a_fast_path_launch_that_raced_the_helper_makes_production_busy_again(
     r.go()
     r.expect("sync 0")
     r.close()
+    text = log.read_text()
+    # a host stalled past the 1 ms kernel before the second launch makes a real idle instead
+    # (published, then ended by that launch's slow path): the settle learns from that one
+    if "1 idles taken back" in text:
+        assert "the settle learned from 0 drains" in text, text
 
 
 def test_without_drain_detection_run_ahead_stays_busy(drain_bin: Path, prod: Prod,

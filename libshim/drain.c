@@ -145,6 +145,7 @@ static void settle_learn(struct tgs_drain *d, uint64_t now)
     d->drained_t = 0;
     if (d->drained_sync)
         return;     /* the host waited on the GPU: what follows is its own, not a drain's */
+    d->nlasted_idle++;
     if (settle_note(d, lasted) && d->drained_early)
         d->ncounts = 0;     /* the usual end was a micro-gap's: count again */
 }
@@ -503,7 +504,7 @@ void tgs_drain_reset(void)
     d->idles = d->rounds = d->cpu_ns = d->idle_t = 0;
     d->asleep = 0;
     d->settle_ns = d->drained_t = 0;
-    d->nlasted = 0;
+    d->nlasted = d->nlasted_idle = 0;
     memset(d->lasted, 0, sizeof(d->lasted));
     d->period_start = d->early = 0;
     d->drained_early = d->drained_sync = 0;
@@ -524,8 +525,9 @@ void tgs_drain_stop(void)
         tgs_log(TGS_LOG_DEBUG, "drain: %llu idles taken back (a launch had raced the check)",
                 (unsigned long long)d->raced);
     if (d->idles)
-        tgs_log(TGS_LOG_DEBUG, "drain: the settle learned from %u drains",
-                (unsigned)d->nlasted);
+        tgs_log(TGS_LOG_DEBUG, "drain: the settle learned from %u drains, %u of them "
+                               "published idles", (unsigned)d->nlasted,
+                (unsigned)d->nlasted_idle);
     if (d->rounds)
         tgs_log(TGS_LOG_DEBUG, "drain: the helper made %llu rounds in %.1f ms of CPU",
                 (unsigned long long)d->rounds, (double)d->cpu_ns / 1e6);

@@ -205,6 +205,7 @@ struct tgs_drain {
     uint64_t lasted[32];        /* SETTLE_RING (drain.c): the last drains seen, published or
                                  * held back by the settle: first seen to the next launch */
     uint32_t nlasted;
+    uint32_t nlasted_idle;      /* of those, published idles (the rest: held back) */
     uint64_t period_start;      /* launch_seq when this busy period began (0: none yet) */
     uint64_t counts[8];         /* PERIOD_RING (drain.c): launch_seq moves of the last busy periods */
     uint32_t ncounts;

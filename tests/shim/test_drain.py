@@ -197,9 +197,10 @@ def test_a_fast_path_launch_that_raced_the_helper_makes_production_busy_again(
     r.close()
     text = log.read_text()
     # a host stalled past the 1 ms kernel before the second launch makes a real idle instead
-    # (published, then ended by that launch's slow path): the settle learns from that one
+    # (published, then ended by that launch's slow path): the settle learns from that one.  A
+    # drain the settle held back (the launch came during it) is learned either way.
     if "1 idles taken back" in text:
-        assert "the settle learned from 0 drains" in text, text
+        assert "0 of them published idles" in text, text
 
 
 def test_without_drain_detection_run_ahead_stays_busy(drain_bin: Path, prod: Prod,

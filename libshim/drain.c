@@ -64,11 +64,11 @@
  * micro-gap in the ring (at least TGS_DRAIN_SETTLE_US, at most TGS_DRAIN_SETTLE_MAX_US): it
  * hides the micro-gaps while they keep coming, and falls back as soon as the ring holds
  * none, so it cannot stay above a step's real gaps (which, held back, would never have been
- * seen again).  A drain published while
- * the host blocks in a synchronize is not one of them: that gap lasts until the host has
- * done what follows the synchronize (a run-ahead loop reading its loss every 10 steps and
- * logging it), so it is longer than the step's own gaps, which it would make look micro (and
- * then hide: S7's 2 ms gaps beside its 6 ms one every 10 steps).  Each is a gap's start
+ * seen again).  A drain published while the host blocks in a synchronize is not one of
+ * them: that gap lasts until the host has done what follows the synchronize (a run-ahead
+ * loop reading its loss every 10 steps and logging it), so it is longer than the step's own
+ * gaps, which it would make look micro (and then hide: S7's 2 ms gaps beside its 6 ms one
+ * every 10 steps).  Each is a gap's start
  * delayed by the settle: the price of not publishing micro-gaps, paid by run-ahead jobs only
  * (a synchronize publishes its gap at once). */
 #define SETTLE_RING 32

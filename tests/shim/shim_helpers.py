@@ -8,6 +8,13 @@ from pathlib import Path
 
 from tgs.intercept import devseg, pub, segment
 
+# An opportunistic probe's warm-up (a probe command): four synchronized 20 ms kernels, after which
+# FIT has its estimate of the cost per unit.  A sample held up on the host (a loaded machine, code
+# loaded at the first launch) is not believed; a 20 ms one tolerates 1 ms of that, and one of four
+# is enough.  With no estimate a launch goes at once as the next sample, so a test that needs a
+# launch judged warms up like this.
+WARM_UP = "cycle:4:1:20000:1000:0"
+
 
 @dataclass
 class Job:

@@ -13,18 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shim_helpers import Played, finish, list_jobs, own_pub, play_production, run_probe
+from shim_helpers import (
+    WARM_UP,
+    Played,
+    finish,
+    list_jobs,
+    own_pub,
+    play_production,
+    run_probe,
+)
 from tgs.intercept import pub as ipub
 from tgs.intercept import segment
 
 pytestmark = pytest.mark.timeout(60)
 GATE_FIT = segment.GATE_WAIT | segment.GATE_FIT
 M64 = (1 << 64) - 1
-# Four synchronized 20 ms kernels: FIT's estimate of the cost per unit exists after them.  A sample
-# held up on the host (a loaded machine, code loaded at the first launch) is not believed; a 20 ms
-# one tolerates 1 ms of that, and one of four is enough.  With an unknown cost a launch goes at
-# once as the next sample, so a test that needs a launch judged must warm up like this.
-WARM_UP = "cycle:4:1:20000:1000:0"
 
 
 def set_history(dev: ipub.Pub, gap_ns: int | list[int], pred_ns: int) -> None:

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from tgs.bench import paired
+from tgs.bench import paired, resample
 
 # (key in a policy's results, column title): the figures the targets are stated in
 METRICS = (
@@ -86,8 +86,9 @@ def _stolen(res: dict[str, Any], max_steal: float | None) -> bool:
 def pooled(docs: list[dict[str, Any]], max_steal: float | None = None
            ) -> dict[str, dict[str, dict[str, Any]]]:
     """scenario -> policy -> paired.pool() of the paired halves of every run that has them
-    (T7-T11): the runs as one run N times as long; with max_steal, only the runs during which
-    the hypervisor took less than that share of the CPUs (bench/host_steal.py)."""
+    (T7-T11): the runs as one run N times as long, with its figures' intervals over resampled
+    runs (bench/resample.py); with max_steal, only the runs during which the hypervisor took
+    less than that share of the CPUs (bench/host_steal.py)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for key in dict.fromkeys(k for d in docs for k in d.get("scenarios", {})):
         runs: dict[str, list[dict[str, Any]]] = {}
@@ -98,7 +99,7 @@ def pooled(docs: list[dict[str, Any]], max_steal: float | None = None
                     runs.setdefault(pol, []).append(res["paired"])
         for pol, each in runs.items():
             if (p := paired.pool(each)) is not None:
-                out.setdefault(key, {})[pol] = p
+                out.setdefault(key, {})[pol] = {**p, "intervals": resample.intervals(each)}
     return out
 
 
@@ -112,7 +113,7 @@ def pooled_markdown(pool: dict[str, dict[str, dict[str, Any]]], runs: int) -> st
     """The pooled halves' table; empty without paired runs."""
     table = _pool_table(pool)
     return (f"\n### The paired halves of the {runs} runs pooled (one run {runs} times as "
-            "long)\n\n" + table) if table else ""
+            "long)\n\n" + table + resample.markdown(pool)) if table else ""
 
 
 def stolen_runs(docs: list[dict[str, Any]], max_steal: float) -> list[str]:
@@ -134,7 +135,8 @@ def quiet_markdown(pool: dict[str, dict[str, dict[str, Any]]], left_out: list[st
         return ""
     table = _pool_table(pool)
     return (f"\n### Pooled again without the runs with host CPU steal of {100 * max_steal:.0f} "
-            f"% or more\n\nLeft out: {'; '.join(left_out)}.\n\n" + (table or "(none left)\n"))
+            f"% or more\n\nLeft out: {'; '.join(left_out)}.\n\n" +
+            (table + resample.markdown(pool) if table else "(none left)\n"))
 
 
 def markdown(summary: dict[str, dict[str, dict[str, Spread]]], runs: int) -> str:

@@ -350,9 +350,9 @@ def test_overrun_budget_holds_launches_that_never_fit(probe_bin: Path, opp: Opp,
         first, second = p.timed_ns(), p.timed_ns()
         assert 0.15e9 <= first < 0.39e9, first        # second half, not the bound
         assert lo <= second < hi, second
-        # why each went (TGS_FIT_TRACE): before any gap history, then the start of a gap twice (a
-        # full budget does not pay for 41-60 ms, so it lets a launch go only at the start of a
-        # gap), except that with TGS_FIT_BUDGET=gap the second goes at the starvation bound
+        # why each went (TGS_FIT_TRACE): the warm-up before any gap history, then the start of a
+        # gap twice (a full budget does not pay for 41-60 ms, so it lets a launch go only at the
+        # start of a gap), except that with TGS_FIT_BUDGET=gap the second goes at the bound
         reasons = [ln.split()[2] for ln in trace.read_text().splitlines()]
         assert reasons == ["N"] * 4 + ["S", "X" if budget == "gap" else "S"], reasons
     finally:
@@ -439,7 +439,7 @@ def test_a_trickle_waits_out_the_gaps_a_backlogged_server_leaves(probe_bin: Path
     finally:
         p.close()
     lines = [ln.split() for ln in trace.read_text().splitlines()]
-    assert [ln[2] for ln in lines] == ["N"] * 4 + ["T"] * 4, lines    # the warm-up, then
+    assert [ln[2] for ln in lines] == ["N"] * 4 + ["T"] * 4, lines    # warm-up, trickle
     ages = [int(ln[0]) - int(ln[5]) for ln in lines[4:]]
     assert min(ages) >= 400_000, ages        # 3 x 0.2 ms, capped at 0.4 ms
 

@@ -68,9 +68,9 @@
  * them: that gap lasts until the host has done what follows the synchronize (a run-ahead
  * loop reading its loss every 10 steps and logging it), so it is longer than the step's own
  * gaps, which it would make look micro (and then hide: S7's 2 ms gaps beside its 6 ms one
- * every 10 steps).  Each is a gap's start
- * delayed by the settle: the price of not publishing micro-gaps, paid by run-ahead jobs only
- * (a synchronize publishes its gap at once). */
+ * every 10 steps).  Each drain the settle holds back is a gap's start delayed: the price of
+ * not publishing micro-gaps, paid by run-ahead jobs only (a synchronize publishes its gap at
+ * once). */
 #define SETTLE_RING 32
 #define POLL_FOR_NS 100000000ull    /* TGS_DRAIN_POLL_US applies this long after an idle */
 #define SETTLE_SLICE_NS 20000ull    /* the first slice of a settle's wait; then x 3/2 */

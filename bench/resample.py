@@ -23,35 +23,24 @@ LEVEL = 0.9
 FIGURES = ("mean_on_vs_off", "rate_on_vs_off", "p99_on_vs_off")
 
 
-def interval(runs: list[dict[str, Any]], figure: str, resamples: int = RESAMPLES,
-             level: float = LEVEL, seed: int = 0) -> tuple[float, float] | None:
-    """(low, high): the central `level` of paired.pool(resample)[figure] over `resamples`
-    resamples of the runs (paired() results); None with fewer than two runs or where the pool
-    has no such figure."""
-    whole = paired.pool(runs) if len(runs) >= 2 else None
-    if whole is None or not isinstance(whole.get(figure), (int, float)):
-        return None
+def intervals(runs: list[dict[str, Any]], resamples: int = RESAMPLES, level: float = LEVEL,
+              seed: int = 0) -> dict[str, list[float]]:
+    """figure -> [low, high]: the central `level` of paired.pool(resample)[figure] over
+    `resamples` resamples of the runs (paired() results), for each of FIGURES the resampled
+    pools have; empty with fewer than two runs."""
+    if len(runs) < 2:
+        return {}
     rng = random.Random(seed)
-    values = []
+    values: dict[str, list[float]] = {f: [] for f in FIGURES}
     for _ in range(resamples):
         p = paired.pool([runs[rng.randrange(len(runs))] for _ in runs])
-        v = p.get(figure) if p else None
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            values.append(float(v))
-    if not values:
-        return None
-    values.sort()
+        for figure, vs in values.items():
+            v = p.get(figure) if p else None
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                vs.append(float(v))
     tail = (1.0 - level) / 2.0
-    return quantile(values, tail), quantile(values, 1.0 - tail)
-
-
-def intervals(runs: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """figure -> [low, high] for each of FIGURES the runs' pool has."""
-    out = {}
-    for figure in FIGURES:
-        if (iv := interval(runs, figure)) is not None:
-            out[figure] = [round(iv[0], 4), round(iv[1], 4)]
-    return out
+    return {f: [round(quantile(sorted(vs), tail), 4), round(quantile(sorted(vs), 1.0 - tail), 4)]
+            for f, vs in values.items() if vs}
 
 
 def markdown(pool: dict[str, dict[str, dict[str, Any]]]) -> str:
